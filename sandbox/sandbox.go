@@ -1,0 +1,164 @@
+// Package sandbox defines where a rollout's commands run: the Sandbox
+// interface every backend implements, the Spec a plugin asks for, and the
+// errors callers can test with errors.Is. Backends live in sub-packages
+// (docker, local); the conformance suite in sandboxtest runs against each.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Sandbox is one isolated place to run a rollout's commands. Exec runs in a
+// persistent shell: a `cd` or `export` in one call is seen by the next, as a
+// user at a terminal expects. Every command runs in its own process group, so
+// a timeout kills the whole group. A Sandbox is safe for use by one goroutine
+// at a time; Close may be called from any goroutine and more than once.
+type Sandbox interface {
+	// Exec runs cmd with bash in the persistent shell. A non-zero exit code,
+	// a timeout or an OOM kill is reported in ExecResult, not as an error; an
+	// error means the sandbox itself failed (ErrClosed, ErrGone, ...).
+	Exec(ctx context.Context, cmd string, opts ExecOptions) (ExecResult, error)
+	// WriteFile writes data to path (absolute, or relative to the workdir),
+	// creating parent directories.
+	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
+	// ReadFile reads a whole file; a missing file is an error matching
+	// ErrNotFound.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// Upload extracts a tar stream into dir, creating it when missing.
+	Upload(ctx context.Context, dir string, tar io.Reader) error
+	// Download returns path (a file or a directory) as a tar stream.
+	Download(ctx context.Context, path string) (io.ReadCloser, error)
+	// Close stops the sandbox and removes everything it made. It works even
+	// when ctx is already cancelled (Ctrl-C): backends use
+	// context.WithoutCancel with their own short timeout.
+	Close(ctx context.Context) error
+}
+
+// Backend starts sandboxes.
+type Backend interface {
+	Start(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Network is the network mode of a sandbox.
+type Network string
+
+const (
+	// NetworkNone gives the sandbox no network at all. It is the default.
+	NetworkNone Network = "none"
+	// NetworkHost shares the host's network; a config must ask for it.
+	NetworkHost Network = "host"
+)
+
+// Spec describes the sandbox a rollout needs. The zero value of every
+// resource field means the backend default, never "unlimited".
+type Spec struct {
+	// Image is an image reference. When empty, or when ForceBuild is set,
+	// the image is built from BuildContext.
+	Image string
+	// BuildContext is a tar archive of a build context with a Dockerfile.
+	BuildContext []byte
+	// Dockerfile is the Dockerfile's path inside BuildContext
+	// (default "Dockerfile").
+	Dockerfile string
+	// ForceBuild builds from BuildContext even when Image is set.
+	ForceBuild bool
+	// Pull allows pulling Image from a registry when it is not local.
+	Pull bool
+
+	Workdir string            // working directory of the shell (created if missing)
+	Env     map[string]string // environment of every command
+	User    string            // user to run as (default: the image's user)
+
+	CPUs     float64 // CPU limit (default 1)
+	MemoryMB int64   // memory limit in MiB (default 2048)
+	PidsMax  int64   // process limit (default 1024)
+	Network  Network // default NetworkNone
+
+	// Labels are attached to the sandbox; the runner sets proctor.run and
+	// proctor.rollout so leftovers of a killed run can be found.
+	Labels map[string]string
+}
+
+// Label keys the runner and `proctor sandbox prune` agree on.
+const (
+	LabelRun     = "proctor.run"
+	LabelRollout = "proctor.rollout"
+	LabelManaged = "proctor.managed"
+)
+
+// Defaults applied by backends to zero Spec fields.
+const (
+	DefaultCPUs      = 1.0
+	DefaultMemoryMB  = 2048
+	DefaultPidsMax   = 1024
+	DefaultMaxOutput = 1 << 20 // bytes kept per stream by Exec
+)
+
+// ExecOptions tune one Exec call.
+type ExecOptions struct {
+	// Timeout kills the command's whole process group when it runs longer.
+	// Zero means no timeout beyond ctx.
+	Timeout time.Duration
+	// Workdir runs this command in another directory without changing the
+	// shell's current directory.
+	Workdir string
+	// Env adds variables for this command only.
+	Env map[string]string
+	// Stdin is fed to the command; nil means an empty stdin.
+	Stdin []byte
+	// MaxOutput caps the bytes kept per stream (default DefaultMaxOutput).
+	// Over the cap the head and tail are kept around a marker that says how
+	// many bytes were cut.
+	MaxOutput int
+}
+
+// ExecResult is what one command did.
+type ExecResult struct {
+	Stdout    string
+	Stderr    string
+	ExitCode  int
+	TimedOut  bool // killed because Timeout passed
+	OOMKilled bool // killed by the kernel's out-of-memory killer
+	Truncated bool // Stdout or Stderr was cut to MaxOutput
+	Duration  time.Duration
+}
+
+// Sentinel errors. Backends wrap them with context; test with errors.Is.
+var (
+	// ErrClosed: the sandbox was closed; no more calls are possible.
+	ErrClosed = errors.New("sandbox closed")
+	// ErrGone: the sandbox died under us (container removed or killed,
+	// engine restarted).
+	ErrGone = errors.New("sandbox gone")
+	// ErrNotFound: a file or directory does not exist in the sandbox.
+	ErrNotFound = errors.New("not found in sandbox")
+	// ErrImage: the image is missing and could not be pulled or built.
+	ErrImage = errors.New("sandbox image unavailable")
+	// ErrEngine: the backend's engine cannot be reached.
+	ErrEngine = errors.New("sandbox engine unavailable")
+	// ErrUnsafeArchive: a tar archive tried to escape its target.
+	ErrUnsafeArchive = errors.New("unsafe archive")
+)
+
+// ImageError says which image failed and carries the build log's tail.
+type ImageError struct {
+	Image   string
+	Reason  string
+	LogTail string
+}
+
+func (e *ImageError) Error() string {
+	s := fmt.Sprintf("image %q: %s", e.Image, e.Reason)
+	if e.LogTail != "" {
+		s += "\n" + e.LogTail
+	}
+	return s
+}
+
+// Unwrap makes ImageError match ErrImage.
+func (e *ImageError) Unwrap() error { return ErrImage }
