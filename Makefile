@@ -1,0 +1,51 @@
+# proctor: run LLM agents on sandboxed tasks and score them.
+# `make` lists the targets.
+
+GO        ?= go
+BIN       ?= bin/proctor
+BUNDLED   := host/bundled/wasm
+PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith))
+TESTFLAGS ?= -timeout 40m
+BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
+
+.DEFAULT_GOAL := help
+.PHONY: help build plugins test test-race bench lint demo clean engine base-image
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+plugins: ## build the bundled plugins to wasm (embedded by build)
+	@mkdir -p $(BUNDLED)
+	@for p in $(PLUGINS); do \
+	  echo "plugin $$p"; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
+	done
+
+build: plugins ## build bin/proctor with its bundled plugins
+	$(GO) build -trimpath -o $(BIN) ./cmd/proctor
+
+engine: ## make sure a Docker engine answers (installs and starts Debian's when missing)
+	@bash scripts/engine.sh
+
+base-image: engine ## build the local test base image from Debian packages
+	@bash scripts/base-image.sh
+
+test: base-image plugins ## run the tests (starts what they need first)
+	$(GO) test $(TESTFLAGS) ./...
+
+test-race: base-image plugins ## run the tests under the race detector
+	$(GO) test -race $(TESTFLAGS) ./...
+
+bench: base-image plugins ## run the benchmarks (medians: pipe through benchstat)
+	$(GO) test $(BENCHFLAGS) ./...
+
+lint: ## gofmt, go vet for linux and wasip1
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
+
+demo: build base-image ## run the quickstart: fixture tasks with the oracle agent, then the report
+	$(BIN) eval examples/quickstart.toml --out runs/quickstart
+
+clean: ## remove build outputs
+	rm -rf bin $(BUNDLED)/*.wasm
