@@ -1,0 +1,203 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+type entry struct {
+	name, link, body string
+	typ              byte
+}
+
+func build(t testing.TB, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		typ := e.typ
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: typ, Mode: 0o644, Size: int64(len(e.body))}
+		if typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if typ == tar.TypeDir {
+			h.Mode = 0o755
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if typ == tar.TypeReg {
+			if _, err := io.WriteString(tw, e.body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries []entry
+		bad     string // offending entry, "" when the archive is safe
+	}{
+		{"plain files", []entry{{name: "a/", typ: tar.TypeDir}, {name: "a/b.txt", body: "hi"}, {name: "./c"}}, ""},
+		{"inner symlink", []entry{{name: "a/b"}, {name: "a/l", link: "b", typ: tar.TypeSymlink}}, ""},
+		{"symlink up but inside", []entry{{name: "a/b/l", link: "../c", typ: tar.TypeSymlink}}, ""},
+		{"hard link inside", []entry{{name: "a"}, {name: "b", link: "a", typ: tar.TypeLink}}, ""},
+		{"absolute path", []entry{{name: "/etc/passwd"}}, "/etc/passwd"},
+		{"dotdot", []entry{{name: "ok"}, {name: "a/../../evil"}}, "a/../../evil"},
+		{"dotdot inside name", []entry{{name: "a/.."}}, "a/.."},
+		{"backslash dotdot", []entry{{name: `a\..\..\evil`}}, `a\..\..\evil`},
+		{"symlink absolute", []entry{{name: "l", link: "/etc", typ: tar.TypeSymlink}}, "l"},
+		{"symlink escapes", []entry{{name: "a/l", link: "../../x", typ: tar.TypeSymlink}}, "a/l"},
+		{"hard link escapes", []entry{{name: "l", link: "../x", typ: tar.TypeLink}}, "l"},
+		{"hard link absolute", []entry{{name: "l", link: "/etc/shadow", typ: tar.TypeLink}}, "l"},
+		{"char device", []entry{{name: "null", typ: tar.TypeChar}}, "null"},
+		{"block device", []entry{{name: "sda", typ: tar.TypeBlock}}, "sda"},
+		{"fifo", []entry{{name: "p", typ: tar.TypeFifo}}, "p"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Check(bytes.NewReader(build(t, tt.entries...)))
+			if tt.bad == "" {
+				if err != nil {
+					t.Fatalf("safe archive refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnsafe) {
+				t.Fatalf("err = %v, want ErrUnsafe", err)
+			}
+			var ee *EntryError
+			if !errors.As(err, &ee) || ee.Name != tt.bad {
+				t.Fatalf("err = %v, want it to name %q", err, tt.bad)
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(tt.bad)) {
+				t.Fatalf("message %q does not name the entry", err)
+			}
+		})
+	}
+}
+
+func TestCheckGzip(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(build(t, entry{name: "../x"}))
+	zw.Close()
+	if err := Check(&buf); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("gzip archive with ../x: err = %v, want ErrUnsafe", err)
+	}
+}
+
+func TestCheckCorrupt(t *testing.T) {
+	err := Check(strings.NewReader(strings.Repeat("x", 1024)))
+	if err == nil || errors.Is(err, ErrUnsafe) {
+		t.Fatalf("corrupt archive: err = %v, want a read error", err)
+	}
+}
+
+func TestExtract(t *testing.T) {
+	dir := t.TempDir()
+	data := build(t,
+		entry{name: "d/", typ: tar.TypeDir},
+		entry{name: "d/f.txt", body: "hello"},
+		entry{name: "deep/er/g", body: "g"},
+		entry{name: "d/l", link: "f.txt", typ: tar.TypeSymlink},
+		entry{name: "h", link: "d/f.txt", typ: tar.TypeLink},
+	)
+	if err := Extract(bytes.NewReader(data), dir); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"d/f.txt": "hello", "deep/er/g": "g", "d/l": "hello", "h": "hello"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+}
+
+func TestExtractRefusesBeforeWriting(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "root")
+	os.Mkdir(dir, 0o755)
+	err := Extract(bytes.NewReader(build(t, entry{name: "../escaped", body: "x"})), dir)
+	if !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("err = %v, want ErrUnsafe", err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "escaped")); err == nil {
+		t.Fatal("file written outside the root")
+	}
+}
+
+// A symlink that is safe by itself must not let a later entry write
+// through it to outside the root.
+func TestExtractSymlinkThenWriteThrough(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "root")
+	os.Mkdir(dir, 0o755)
+	os.Mkdir(filepath.Join(parent, "outside"), 0o755)
+	data := build(t,
+		entry{name: "a/", typ: tar.TypeDir},
+		entry{name: "a/up", link: "..", typ: tar.TypeSymlink},
+		entry{name: "a/up/up2", link: "..", typ: tar.TypeSymlink},
+		entry{name: "a/up/up2/outside/pwned", body: "x"},
+	)
+	_ = Extract(bytes.NewReader(data), dir)
+	if _, err := os.Stat(filepath.Join(parent, "outside", "pwned")); err == nil {
+		t.Fatal("a chain of symlinks let an entry escape the root")
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	f.Add(build(f, entry{name: "a/b", body: "x"}))
+	f.Add(build(f, entry{name: "a/l", link: "../b", typ: tar.TypeSymlink}))
+	f.Add(build(f, entry{name: "../x"}))
+	f.Add(build(f, entry{name: "h", link: "a", typ: tar.TypeLink}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := Check(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		// Whatever Check accepts must extract without leaving the root.
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "root")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = Extract(bytes.NewReader(data), dir)
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 {
+			t.Fatalf("extract wrote outside the root: %v", ents)
+		}
+		// Every header Check accepted passes CheckEntry, and names stay
+		// relative.
+		tr := tar.NewReader(bytes.NewReader(data))
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if filepath.IsAbs(h.Name) {
+				t.Fatalf("absolute name %q accepted", h.Name)
+			}
+		}
+	})
+}

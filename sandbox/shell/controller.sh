@@ -1,0 +1,142 @@
+# proctor shell controller. Runs inside the sandbox with its state folder as
+# $1, in the sandbox's working directory and environment. Reads requests on
+# stdin and answers frames on stdout.
+#
+# Each command runs in a forked subshell that job control (set -m) puts in
+# its own process group, with stdout and stderr going to files, never to this
+# stdout, so a background child that keeps running cannot hold a call open.
+# The subshell first restores the saved working directory and exported
+# variables and saves them again when it exits, so `cd`, `export` and
+# `unset` persist. The controller itself never takes the command's state: a
+# command that breaks PATH cannot break the controller.
+#
+# Request:  "CAP <bytes>" sets the per-stream cap (head and tail halves).
+# Request:  "RUN <id> <timeout_ms> <nscript> <nstdin>" then <nscript> bytes of
+#           bash script, then <nstdin> bytes of standard input.
+# Replies:  "@@PROCTOR START <id> <pgid>" once the command runs, then
+#           "@@PROCTOR DONE <id> <exit> <timedout> <oom> <outsize> <errsize> <outsent> <errsent>"
+#           followed by the kept bytes of stdout, then of stderr.
+__S=$1
+LC_ALL=C
+exec 2>>"$__S/controller.err"
+set -m
+__cap=1048576
+__oomfile=
+for __f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+  [ -r "$__f" ] && { __oomfile=$__f; break; }
+done
+__oomcount() {
+  local k v
+  __oom=0
+  if [ -n "$__oomfile" ]; then
+    while read -r k v; do [ "$k" = oom_kill ] && __oom=$v; done < "$__oomfile"
+  fi
+}
+# The timer kills a command's group when its time is up. It marks the
+# command as timed out before it kills, so the controller, woken by the
+# kill, always sees the mark.
+coproc __TIMER {
+  armed=
+  while :; do
+    if [ -n "$armed" ]; then
+      read -r -t "$secs" cmd a b c; rc=$?
+    else
+      read -r cmd a b c; rc=$?
+    fi
+    if [ $rc -gt 128 ]; then
+      : > "$__S/fired.$armed"
+      kill -KILL -- "-$pgid" 2>/dev/null
+      armed=
+      continue
+    fi
+    [ $rc -ne 0 ] && exit 0
+    case $cmd in
+      ARM) armed=$a; pgid=$b; secs=$c ;;
+      DISARM) armed= ;;
+    esac
+  done
+}
+__send() {
+  if [ "$2" -le "$__cap" ]; then
+    cat -- "$1"
+  else
+    head -c $((__cap / 2)) -- "$1"
+    tail -c $((__cap - __cap / 2)) -- "$1"
+  fi
+}
+# The names exported when the controller started: a command unsets them
+# all before it restores the saved state, so an `unset` persists too.
+mapfile -t __base < <(compgen -e)
+printf '%s' "$PWD" > "$__S/cwd"
+export -p > "$__S/env"
+
+# Files of finished commands, removed in batches to save a process per call.
+# Every command gets fresh files: a background child of an earlier command
+# may still write to its own.
+__junk=()
+
+while IFS=' ' read -r __op __id __tmo __n __ni; do
+  case "$__op" in
+    CAP) __cap=$__id; continue ;;
+    RUN) ;;
+    *) echo "@@PROCTOR BAD $__op"; continue ;;
+  esac
+  # bash reads a pipe one byte per call: long bodies go through head.
+  if [ "$__n" -le 4096 ]; then
+    IFS= read -r -N "$__n" __body
+    printf '%s' "$__body" > "$__S/cmd"
+  else
+    head -c "$__n" > "$__S/cmd"
+  fi
+  __in=/dev/null
+  if [ "${__ni:-0}" -gt 0 ]; then
+    __in=$__S/in.$__id
+    head -c "$__ni" > "$__in"
+    __junk+=("$__in")
+  fi
+  __out=$__S/out.$__id __err=$__S/err.$__id
+  __junk+=("$__out" "$__err")
+  __oomcount; __o0=$__oom
+  (
+    unset -v "${__base[@]}" 2>/dev/null
+    . "$__S/env"
+    IFS= read -r -d '' __d < "$__S/cwd"
+    cd -- "$__d" 2>/dev/null
+    trap '__rc=$?; if [ -z "$__proctor_keep" ]; then printf "%s" "$PWD" > "$__S/cwd"; export -p > "$__S/env"; fi; exit $__rc' EXIT
+    echo 500 > /proc/self/oom_score_adj 2>/dev/null
+    unset -v __d __body __op __id __tmo __n __ni __f __o0 __oom __base __junk __in __out __err
+    . "$__S/cmd"
+  ) < "$__in" > "$__out" 2> "$__err" &
+  __pid=$!
+  echo "@@PROCTOR START $__id $__pid"
+  __timedout=0
+  if [ "$__tmo" -gt 0 ]; then
+    echo "ARM $__id $__pid $((__tmo / 1000)).$(printf '%03d' $((__tmo % 1000)))" >&"${__TIMER[1]}"
+  fi
+  wait "$__pid"; __code=$?
+  if [ "$__tmo" -gt 0 ]; then
+    echo DISARM >&"${__TIMER[1]}"
+    if [ -e "$__S/fired.$__id" ]; then
+      __timedout=1
+      rm -f -- "$__S/fired.$__id"
+      # Background children of a timed-out command go too.
+      kill -KILL -- "-$__pid" 2>/dev/null
+    fi
+  fi
+  __oomcount
+  __oomk=0; [ "$__oom" != "$__o0" ] && [ "$__code" -ge 128 ] && __oomk=1
+  __os=0; __es=0
+  if [ -s "$__out" ] || [ -s "$__err" ]; then
+    stat -c %s -- "$__out" "$__err" > "$__S/sizes"
+    { read -r __os; read -r __es; } < "$__S/sizes"
+  fi
+  __ok=$__os; [ "$__os" -gt "$__cap" ] && __ok=$__cap
+  __ek=$__es; [ "$__es" -gt "$__cap" ] && __ek=$__cap
+  echo "@@PROCTOR DONE $__id $__code $__timedout $__oomk $__os $__es $__ok $__ek"
+  [ "$__os" -gt 0 ] && __send "$__out" "$__os"
+  [ "$__es" -gt 0 ] && __send "$__err" "$__es"
+  if [ "${#__junk[@]}" -ge 96 ] || [ "$__os" -gt 0 ] || [ "$__es" -gt 0 ]; then
+    rm -f -- "${__junk[@]}"
+    __junk=()
+  fi
+done

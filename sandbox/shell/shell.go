@@ -1,0 +1,268 @@
+// Package shell is the persistent shell both sandbox backends share. A small
+// bash controller runs inside the sandbox and starts every command in its own
+// session and process group, with the shell state (working directory and
+// exported variables) restored before and saved after, so `cd` and `export`
+// persist between calls while a timeout can kill a command's whole group.
+// Output goes to files inside the sandbox and only its head and tail travel
+// back, so a command printing 100 MB costs the host at most the cap.
+package shell
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+//go:embed controller.sh
+var controller string
+
+// Bootstrap returns the bash script a backend runs (with `bash -c SCRIPT
+// proctor-shell STATEDIR`) to start the controller in stateDir.
+func Bootstrap() string {
+	return `mkdir -p "$1" || exit 1
+` + controller
+}
+
+// Transport is how the host talks to one controller.
+type Transport struct {
+	// Stdin and Stdout are the controller's standard streams.
+	Stdin  io.WriteCloser
+	Stdout io.Reader
+	// Kill kills process group pgid in the sandbox, out of band, when a
+	// call's context ends while its command still runs.
+	Kill func(ctx context.Context, pgid int) error
+	// Close ends the controller.
+	Close func() error
+}
+
+// Shell is one persistent shell. Calls are serialised.
+type Shell struct {
+	t     Transport
+	state string
+	r     *bufio.Reader
+
+	mu     sync.Mutex
+	groups []int // process groups started, for backends that must kill leftovers
+	seq    int
+	cap    int
+	dead   error
+	closed atomic.Bool
+}
+
+// New wraps a started controller whose state folder is stateDir.
+func New(t Transport, stateDir string) *Shell {
+	return &Shell{t: t, state: stateDir, r: bufio.NewReaderSize(t.Stdout, 64<<10), cap: 1 << 20}
+}
+
+// StateDir is the controller's folder inside the sandbox.
+func (s *Shell) StateDir() string { return s.state }
+
+// Exec runs one command. See sandbox.Sandbox.Exec.
+func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if s.closed.Load() {
+		return sandbox.ExecResult{}, sandbox.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return sandbox.ExecResult{}, sandbox.ErrClosed
+	}
+	if s.dead != nil {
+		return sandbox.ExecResult{}, s.dead
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return sandbox.ExecResult{}, errors.New("exec: command contains a NUL byte")
+	}
+	start := time.Now()
+	s.seq++
+	id := s.seq
+
+	var b strings.Builder
+	if o.Workdir != "" || len(o.Env) > 0 {
+		// A per-call directory or environment must not leak into the shell.
+		b.WriteString("__proctor_keep=1\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		if !validName(k) {
+			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(o.Env[k], 0) >= 0 {
+			return sandbox.ExecResult{}, fmt.Errorf("exec: environment variable %s contains a NUL byte", k)
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
+	}
+	if o.Workdir != "" {
+		fmt.Fprintf(&b, "cd %s || exit 1\n", Quote(o.Workdir))
+	}
+	b.WriteString(cmd)
+	b.WriteString("\n")
+	script := b.String()
+
+	maxOut := o.MaxOutput
+	if maxOut <= 0 {
+		maxOut = sandbox.DefaultMaxOutput
+	}
+	var req strings.Builder
+	if maxOut != s.cap {
+		fmt.Fprintf(&req, "CAP %d\n", maxOut)
+		s.cap = maxOut
+	}
+	tmo := o.Timeout.Milliseconds()
+	if o.Timeout > 0 && tmo == 0 {
+		tmo = 1
+	}
+	fmt.Fprintf(&req, "RUN %d %d %d %d\n", id, tmo, len(script), len(o.Stdin))
+	req.WriteString(script)
+	req.Write(o.Stdin)
+	if _, err := io.WriteString(s.t.Stdin, req.String()); err != nil {
+		return sandbox.ExecResult{}, s.fail(fmt.Errorf("send command: %v: %w", err, sandbox.ErrGone))
+	}
+
+	// Kill the command's group when ctx ends; the controller still answers.
+	var pgid atomic.Int64
+	stop := context.AfterFunc(ctx, func() {
+		if p := pgid.Load(); p > 0 {
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = s.t.Kill(kctx, int(p))
+		}
+	})
+	defer stop()
+	// If the controller does not answer after ctx ended, the sandbox is gone.
+	watchdog := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(15 * time.Second)
+		defer t.Stop()
+		<-t.C
+		if s.t.Close != nil {
+			s.t.Close()
+		}
+	})
+	defer watchdog()
+
+	var res sandbox.ExecResult
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return res, s.fail(fmt.Errorf("read reply: %v: %w", err, sandbox.ErrGone))
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "@@PROCTOR" || f[2] != strconv.Itoa(id) {
+			continue
+		}
+		if f[1] == "START" && len(f) == 4 {
+			p, _ := strconv.Atoi(f[3])
+			pgid.Store(int64(p))
+			s.groups = append(s.groups, p)
+			if ctx.Err() != nil {
+				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				_ = s.t.Kill(kctx, p)
+				cancel()
+			}
+			continue
+		}
+		if f[1] != "DONE" || len(f) != 10 {
+			continue
+		}
+		n := make([]int64, 8)
+		for i := range n {
+			if n[i], err = strconv.ParseInt(f[i+2], 10, 64); err != nil {
+				return res, s.fail(fmt.Errorf("bad reply %q: %w", line, sandbox.ErrGone))
+			}
+		}
+		res.ExitCode = int(n[1])
+		res.TimedOut = n[2] == 1
+		res.OOMKilled = n[3] == 1
+		out, tout, err := s.readStream(n[4], n[6])
+		if err != nil {
+			return res, err
+		}
+		errs, terr, err := s.readStream(n[5], n[7])
+		if err != nil {
+			return res, err
+		}
+		res.Stdout, res.Stderr, res.Truncated = out, errs, tout || terr
+		res.Duration = time.Since(start)
+		if ctx.Err() != nil && !res.TimedOut {
+			return res, ctx.Err()
+		}
+		return res, nil
+	}
+}
+
+// readStream reads sent bytes of a stream whose full size was size, and
+// puts a marker where bytes were cut.
+func (s *Shell) readStream(size, sent int64) (string, bool, error) {
+	buf := make([]byte, sent)
+	if _, err := io.ReadFull(s.r, buf); err != nil {
+		return "", false, s.fail(fmt.Errorf("read output: %v: %w", err, sandbox.ErrGone))
+	}
+	if size <= sent {
+		return string(buf), false, nil
+	}
+	head := sent / 2
+	return string(buf[:head]) + fmt.Sprintf("\n…[%d bytes cut]…\n", size-sent) + string(buf[head:]), true, nil
+}
+
+func (s *Shell) fail(err error) error {
+	if s.closed.Load() {
+		err = sandbox.ErrClosed
+	}
+	s.dead = err
+	return err
+}
+
+// Groups returns the process groups of every command started so far
+// (background children stay in their command's group).
+func (s *Shell) Groups() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.groups)
+}
+
+// Close ends the controller. Commands still running are the backend's to
+// kill (it owns the sandbox).
+func (s *Shell) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.t.Stdin.Close()
+	if s.t.Close != nil {
+		return s.t.Close()
+	}
+	return nil
+}
+
+// Quote returns s as one single-quoted bash word.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func validName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrNoShell is returned by backends whose image has no bash.
+var ErrNoShell = errors.New("no bash in the sandbox image")

@@ -1,0 +1,187 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+// hostShell starts the controller as a host bash process in a temp folder.
+func hostShell(t testing.TB) *Shell {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-c", Bootstrap(), "proctor-shell", dir+"/state")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sh := New(Transport{
+		Stdin:  stdin,
+		Stdout: stdout,
+		Kill:   func(_ context.Context, pgid int) error { return syscall.Kill(-pgid, syscall.SIGKILL) },
+		Close:  func() error { return cmd.Process.Kill() },
+	}, dir+"/state")
+	t.Cleanup(func() {
+		for _, g := range sh.Groups() {
+			_ = syscall.Kill(-g, syscall.SIGKILL)
+		}
+		sh.Close()
+		cmd.Wait()
+	})
+	return sh
+}
+
+func run(t testing.TB, sh *Shell, cmd string, o sandbox.ExecOptions) sandbox.ExecResult {
+	t.Helper()
+	r, err := sh.Exec(context.Background(), cmd, o)
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return r
+}
+
+// A command that breaks its own PATH must not break the controller, which
+// needs cat, head and stat to send the next command's output back.
+func TestBrokenPathDoesNotBreakController(t *testing.T) {
+	sh := hostShell(t)
+	run(t, sh, "export PATH=/nonexistent", sandbox.ExecOptions{})
+	r := run(t, sh, "echo $PATH; echo err >&2", sandbox.ExecOptions{})
+	if r.Stdout != "/nonexistent\n" || r.Stderr != "err\n" {
+		t.Fatalf("got %+v", r)
+	}
+	r = run(t, sh, "ls", sandbox.ExecOptions{})
+	if r.ExitCode != 127 {
+		t.Fatalf("ls with a broken PATH: %+v", r)
+	}
+}
+
+func TestUnsetPersists(t *testing.T) {
+	sh := hostShell(t)
+	run(t, sh, "export A=1 B=2", sandbox.ExecOptions{})
+	run(t, sh, "unset A; unset HOME", sandbox.ExecOptions{})
+	r := run(t, sh, `echo "[${A-unset}] [${B-unset}] [${HOME-unset}]"`, sandbox.ExecOptions{})
+	if r.Stdout != "[unset] [2] [unset]\n" {
+		t.Fatalf("got %q", r.Stdout)
+	}
+}
+
+// A background child of an earlier command that keeps printing must not
+// write into a later command's output.
+func TestBackgroundWriterDoesNotLeak(t *testing.T) {
+	sh := hostShell(t)
+	run(t, sh, "(while :; do echo LEAK; sleep 0.01; done) &", sandbox.ExecOptions{})
+	for i := 0; i < 5; i++ {
+		r := run(t, sh, "sleep 0.05; echo mine", sandbox.ExecOptions{})
+		if r.Stdout != "mine\n" {
+			t.Fatalf("call %d: output %q", i, r.Stdout)
+		}
+	}
+}
+
+func TestBinaryStdin(t *testing.T) {
+	sh := hostShell(t)
+	in := []byte("a\x00b\xff\n'\"$(x)\x00")
+	r := run(t, sh, "od -An -tx1 | tr -d ' \\n'", sandbox.ExecOptions{Stdin: in})
+	want := "610062ff0a27222428782900"
+	if r.Stdout != want {
+		t.Fatalf("stdin bytes seen %q, want %q", r.Stdout, want)
+	}
+}
+
+func TestLongScript(t *testing.T) {
+	sh := hostShell(t)
+	var b strings.Builder
+	for i := 0; i < 20000; i++ {
+		b.WriteString("x=$((x+1))\n")
+	}
+	b.WriteString("echo $x\n")
+	r := run(t, sh, b.String(), sandbox.ExecOptions{Stdin: bytes.Repeat([]byte{0}, 300000)})
+	if r.Stdout != "20000\n" {
+		t.Fatalf("got %+v", r)
+	}
+	if r := run(t, sh, "echo next", sandbox.ExecOptions{}); r.Stdout != "next\n" {
+		t.Fatalf("protocol out of step after a long script: %+v", r)
+	}
+}
+
+func TestNulInCommandRefused(t *testing.T) {
+	sh := hostShell(t)
+	if _, err := sh.Exec(context.Background(), "echo a\x00b", sandbox.ExecOptions{}); err == nil {
+		t.Fatal("command with NUL accepted")
+	}
+	if _, err := sh.Exec(context.Background(), "true", sandbox.ExecOptions{Env: map[string]string{"1X": "y"}}); err == nil {
+		t.Fatal("invalid variable name accepted")
+	}
+	if r := run(t, sh, "echo ok", sandbox.ExecOptions{}); r.Stdout != "ok\n" {
+		t.Fatalf("shell unusable after refused calls: %+v", r)
+	}
+}
+
+func TestTruncationMarker(t *testing.T) {
+	sh := hostShell(t)
+	r := run(t, sh, "seq 1 100000", sandbox.ExecOptions{MaxOutput: 1000})
+	if !r.Truncated || !strings.HasPrefix(r.Stdout, "1\n2\n") || !strings.HasSuffix(r.Stdout, "99999\n100000\n") {
+		t.Fatalf("head/tail not kept: %q", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "…[587895 bytes cut]…") {
+		t.Fatalf("marker missing or wrong count: %q", r.Stdout)
+	}
+	// The cap is per call: the next call without MaxOutput keeps it all.
+	r = run(t, sh, "seq 1 1000", sandbox.ExecOptions{})
+	if r.Truncated || len(r.Stdout) != 3893 {
+		t.Fatalf("default cap not restored: %d bytes truncated=%v", len(r.Stdout), r.Truncated)
+	}
+}
+
+func TestTimeoutThenStatePersists(t *testing.T) {
+	sh := hostShell(t)
+	run(t, sh, "mkdir -p d && cd d && export K=v", sandbox.ExecOptions{})
+	r := run(t, sh, "sleep 5", sandbox.ExecOptions{Timeout: 100 * time.Millisecond})
+	if !r.TimedOut {
+		t.Fatalf("no timeout: %+v", r)
+	}
+	r = run(t, sh, `echo "${PWD##*/} $K"`, sandbox.ExecOptions{Timeout: 5 * time.Second})
+	if r.Stdout != "d v\n" || r.TimedOut {
+		t.Fatalf("state lost after a timeout: %+v", r)
+	}
+}
+
+func TestControllerDeathIsGone(t *testing.T) {
+	sh := hostShell(t)
+	_, err := sh.Exec(context.Background(), "kill -KILL $$; sleep 5", sandbox.ExecOptions{})
+	if !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("want ErrGone, got %v", err)
+	}
+	if _, err := sh.Exec(context.Background(), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("later call: want ErrGone, got %v", err)
+	}
+	sh.Close()
+	if _, err := sh.Exec(context.Background(), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("after Close: want ErrClosed, got %v", err)
+	}
+}
+
+func BenchmarkExecTrue(b *testing.B) {
+	sh := hostShell(b)
+	for b.Loop() {
+		if _, err := sh.Exec(context.Background(), "true", sandbox.ExecOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
