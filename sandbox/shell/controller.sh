@@ -67,8 +67,8 @@ __send() {
 # The names exported when the controller started: a command unsets them
 # all before it restores the saved state, so an `unset` persists too.
 mapfile -t __base < <(compgen -e)
-printf '%s' "$PWD" > "$__S/cwd"
-export -p > "$__S/env"
+{ export -p; printf 'cd -- %q 2>/dev/null\n' "$PWD"; } > "$__S/state"
+__oomcount; __oomlast=$__oom
 
 # Files of finished commands, removed in batches to save a process per call.
 # Every command gets fresh files: a background child of an earlier command
@@ -82,11 +82,13 @@ while IFS=' ' read -r __op __id __tmo __n __ni; do
     *) echo "@@PROCTOR BAD $__op"; continue ;;
   esac
   # bash reads a pipe one byte per call: long bodies go through head.
+  # Short bodies stay in a variable the command evals; long ones go
+  # through a file it sources.
   if [ "$__n" -le 4096 ]; then
     IFS= read -r -N "$__n" __body
-    printf '%s' "$__body" > "$__S/cmd"
   else
     head -c "$__n" > "$__S/cmd"
+    __body='. "$__S/cmd"'
   fi
   __in=/dev/null
   if [ "${__ni:-0}" -gt 0 ]; then
@@ -96,16 +98,12 @@ while IFS=' ' read -r __op __id __tmo __n __ni; do
   fi
   __out=$__S/out.$__id __err=$__S/err.$__id
   __junk+=("$__out" "$__err")
-  __oomcount; __o0=$__oom
   (
     unset -v "${__base[@]}" 2>/dev/null
-    . "$__S/env"
-    IFS= read -r -d '' __d < "$__S/cwd"
-    cd -- "$__d" 2>/dev/null
-    trap '__rc=$?; if [ -z "$__proctor_keep" ]; then printf "%s" "$PWD" > "$__S/cwd"; export -p > "$__S/env"; fi; exit $__rc' EXIT
+    . "$__S/state"
+    trap '__rc=$?; [ -z "$__proctor_keep" ] && { export -p; printf "cd -- %q 2>/dev/null\n" "$PWD"; } > "$__S/state"; exit $__rc' EXIT
     echo 500 > /proc/self/oom_score_adj 2>/dev/null
-    unset -v __d __body __op __id __tmo __n __ni __f __o0 __oom __base __junk __in __out __err
-    . "$__S/cmd"
+    eval "unset -v __body __op __id __tmo __n __ni __f __oom __oomlast __base __junk __in __out __err __code __pid __timedout; $__body"
   ) < "$__in" > "$__out" 2> "$__err" &
   __pid=$!
   echo "@@PROCTOR START $__id $__pid"
@@ -123,8 +121,14 @@ while IFS=' ' read -r __op __id __tmo __n __ni; do
       kill -KILL -- "-$__pid" 2>/dev/null
     fi
   fi
-  __oomcount
-  __oomk=0; [ "$__oom" != "$__o0" ] && [ "$__code" -ge 128 ] && __oomk=1
+  # A command killed by a signal while the cgroup's OOM-kill count grew
+  # was killed for memory.
+  __oomk=0
+  if [ "$__code" -ge 128 ]; then
+    __oomcount
+    [ "$__oom" != "$__oomlast" ] && __oomk=1
+    __oomlast=$__oom
+  fi
   __os=0; __es=0
   if [ -s "$__out" ] || [ -s "$__err" ]; then
     stat -c %s -- "$__out" "$__err" > "$__S/sizes"
