@@ -1,0 +1,291 @@
+// Package results is the crash-safe store of a run directory. results.jsonl
+// holds one line per finished rollout, appended and fsynced; it is the
+// source of truth, and everything else in the directory (summary,
+// transcripts, report) is derived from it and written atomically. A run
+// killed mid-write leaves at most a torn last line, which Open cuts off.
+package results
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Outcomes of a rollout.
+const (
+	OutcomePassed       = "passed"
+	OutcomeFailed       = "failed"
+	OutcomeAgentTimeout = "agent_timeout"
+	OutcomeInfraError   = "infra_error"
+)
+
+// Classes of infra_error.
+const (
+	ClassSandbox     = "sandbox"
+	ClassPlugin      = "plugin"
+	ClassSetup       = "setup"
+	ClassVerifier    = "verifier"
+	ClassModel       = "model"
+	ClassAgent       = "agent"
+	ClassInterrupted = "interrupted"
+	ClassInternal    = "internal"
+)
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens,
+		u.CachedTokens + v.CachedTokens, u.ReasoningTokens + v.ReasoningTokens}
+}
+
+// Test is one test's result as the verifier reported it.
+type Test struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Record is one line of results.jsonl: the final outcome of one identity
+// (task, attempt).
+type Record struct {
+	RolloutID      string             `json:"rollout_id"`
+	TaskID         string             `json:"task_id"`
+	Attempt        int                `json:"attempt"`
+	Try            int                `json:"try"`
+	Category       string             `json:"category,omitempty"`
+	Difficulty     string             `json:"difficulty,omitempty"`
+	Outcome        string             `json:"outcome"`
+	ErrorClass     string             `json:"error_class,omitempty"`
+	Error          string             `json:"error,omitempty"`
+	Reward         float64            `json:"reward"`
+	Scores         map[string]float64 `json:"scores,omitempty"`
+	Tests          []Test             `json:"tests,omitempty"`
+	VerifierOutput string             `json:"verifier_output,omitempty"`
+	Turns          int                `json:"turns"`
+	Usage          Usage              `json:"usage"`
+	CostUSD        float64            `json:"cost_usd,omitempty"`
+	Phases         map[string]float64 `json:"phases"`
+	StartedAt      time.Time          `json:"started_at"`
+	FinishedAt     time.Time          `json:"finished_at"`
+	Seed           uint64             `json:"seed"`
+	Image          string             `json:"image,omitempty"`
+	ImageDigest    string             `json:"image_digest,omitempty"`
+	Transcript     string             `json:"transcript,omitempty"`
+	StopReason     string             `json:"stop_reason,omitempty"`
+}
+
+// Duration is the rollout's wall time.
+func (r Record) Duration() time.Duration { return r.FinishedAt.Sub(r.StartedAt) }
+
+type key struct {
+	task    string
+	attempt int
+}
+
+// File names inside a run directory.
+const (
+	ResultsFile    = "results.jsonl"
+	SummaryFile    = "summary.json"
+	ManifestFile   = "manifest.json"
+	ConfigFile     = "config.toml"
+	TranscriptsDir = "transcripts"
+)
+
+// Store is an open run directory.
+type Store struct {
+	dir  string
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+	recs []Record
+	done map[key]bool
+}
+
+// Open opens (creating when needed) the run directory dir and reads the
+// results recorded so far. A torn last line, left by a kill during a write,
+// is cut off; any other unreadable line is an error naming its number.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Join(dir, TranscriptsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	path := filepath.Join(dir, ResultsFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &Store{dir: dir, f: f, done: map[key]bool{}}
+	good, err := s.load(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() != good {
+		if err := f.Truncate(good); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cut torn line of %s: %w", path, err)
+		}
+	}
+	s.size = good
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads complete lines and returns the offset after the last one.
+func (s *Store) load(r io.Reader) (int64, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var off int64
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			// A last line without its newline was cut by a kill: drop it.
+			return off, nil
+		}
+		if err != nil {
+			return off, err
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) > 0 {
+			var rec Record
+			if err := json.Unmarshal(trimmed, &rec); err != nil || rec.TaskID == "" {
+				if _, perr := br.Peek(1); perr == io.EOF {
+					return off, nil // torn last line that happened to end in \n
+				}
+				return off, fmt.Errorf("line %d is not a result record (%v): move the file away to start over, or fix the line", n, err)
+			}
+			k := key{rec.TaskID, rec.Attempt}
+			if !s.done[k] {
+				s.done[k] = true
+				s.recs = append(s.recs, rec)
+			}
+		}
+		off += int64(len(line))
+	}
+}
+
+// Dir is the run directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Done reports whether (task, attempt) already has a final record.
+func (s *Store) Done(taskID string, attempt int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[key{taskID, attempt}]
+}
+
+// Records returns a copy of every record, in the order written.
+func (s *Store) Records() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Record(nil), s.recs...)
+}
+
+// ErrDuplicate: the identity already has a record.
+var ErrDuplicate = errors.New("rollout already recorded")
+
+// Append writes rec as one line and fsyncs it. On a failed write (a full
+// disk) the file is cut back so no partial line stays behind.
+func (s *Store) Append(rec Record) error {
+	b, err := jsonLine(rec)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key{rec.TaskID, rec.Attempt}
+	if s.done[k] {
+		return fmt.Errorf("%s: %w", rec.RolloutID, ErrDuplicate)
+	}
+	path := filepath.Join(s.dir, ResultsFile)
+	if _, err := s.f.WriteAt(b, s.size); err != nil {
+		s.f.Truncate(s.size)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		s.f.Truncate(s.size)
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	s.size += int64(len(b))
+	s.done[k] = true
+	s.recs = append(s.recs, rec)
+	return nil
+}
+
+func jsonLine(rec Record) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	return append(b, '\n'), err
+}
+
+// Close closes results.jsonl.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// TranscriptName is the file name of a rollout's transcript.
+func TranscriptName(rolloutID string, try int) string {
+	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
+	return fmt.Sprintf("%s.try%d.json", r.Replace(rolloutID), try)
+}
+
+// WriteTranscript writes v as JSON under transcripts/, atomically.
+func (s *Store) WriteTranscript(name string, v any) error {
+	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
+}
+
+// WriteJSONAtomic writes v as indented JSON to path through a temporary
+// file and a rename, so readers never see half a file.
+func WriteJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	return WriteFileAtomic(path, append(b, '\n'))
+}
+
+// WriteFileAtomic writes data to path through a temporary file, fsync and
+// rename.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

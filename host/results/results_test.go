@@ -1,0 +1,131 @@
+package results
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func rec(task string, attempt int) Record {
+	return Record{RolloutID: fmt.Sprintf("%s#%d", task, attempt), TaskID: task, Attempt: attempt, Outcome: OutcomePassed,
+		Reward: 1, StartedAt: time.Unix(0, 0).UTC(), FinishedAt: time.Unix(1, 0).UTC(), Phases: map[string]float64{"agent": 1}}
+}
+
+func TestAppendReopenAndDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Append(rec("t", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Append(rec("t", 1)); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("duplicate: want ErrDuplicate, got %v", err)
+	}
+	s.Close()
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.Records()) != 3 || !s.Done("t", 2) || s.Done("t", 3) {
+		t.Fatalf("reopened store: %d records", len(s.Records()))
+	}
+}
+
+func TestTornLastLineIsCut(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	s.Append(rec("a", 0))
+	s.Close()
+	path := filepath.Join(dir, ResultsFile)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"rollout_id":"b#0","task_id":"b","att`) // killed mid-write
+	f.Close()
+
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Records()) != 1 || s.Done("b", 0) {
+		t.Fatalf("torn line not dropped: %+v", s.Records())
+	}
+	if err := s.Append(rec("b", 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], `{"rollout_id":"b#0"`) {
+		t.Fatalf("file after resume:\n%s", b)
+	}
+}
+
+func TestCorruptMiddleLineIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ResultsFile), []byte("{\"task_id\":\"a\"}\nnot json\n{\"task_id\":\"b\"}\n"), 0o644)
+	_, err := Open(dir)
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("want an error naming line 2, got %v", err)
+	}
+}
+
+func FuzzOpen(f *testing.F) {
+	f.Add([]byte("{\"task_id\":\"a\",\"attempt\":0}\n{\"task_id\":\"b\""))
+	f.Add([]byte("\n\n{}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, ResultsFile), data, 0o644)
+		s, err := Open(dir)
+		if err != nil {
+			return
+		}
+		n := len(s.Records())
+		if err := s.Append(rec("fuzz-new-task", 0)); err != nil && !errors.Is(err, ErrDuplicate) {
+			t.Fatal(err)
+		}
+		s.Close()
+		s2, err := Open(dir)
+		if err != nil {
+			t.Fatalf("reopen after append: %v", err)
+		}
+		if len(s2.Records()) < n {
+			t.Fatalf("lost records: %d then %d", n, len(s2.Records()))
+		}
+		s2.Close()
+	})
+}
+
+// BenchmarkOpen10k measures a resume's start: reading a 10,000-line
+// results.jsonl and building its index.
+func BenchmarkOpen10k(b *testing.B) {
+	dir := b.TempDir()
+	s, _ := Open(dir)
+	for i := range 10000 {
+		r := rec(fmt.Sprintf("task-%05d", i/5), i%5)
+		r.Tests = []Test{{Name: "test_one", Status: "passed"}, {Name: "test_two", Status: "failed"}}
+		r.Error = strings.Repeat("e", 100)
+		b, _ := jsonLine(r)
+		s.f.WriteAt(b, s.size)
+		s.size += int64(len(b))
+	}
+	s.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(s.Records()) != 10000 {
+			b.Fatal(len(s.Records()))
+		}
+		s.Close()
+	}
+}
