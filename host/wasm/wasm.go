@@ -1,0 +1,568 @@
+// Package wasm runs environment plugins: WebAssembly modules that speak ABI
+// v1 (package sdk/abi), on wazero.
+//
+// A plugin is compiled once per process (and cached on disk across
+// processes), checked for the ABI marker and for capabilities the run does
+// not grant before any instance exists, then instantiated afresh for every
+// rollout. An instance is used by one goroutine at a time; its host
+// operations are function values bound to that rollout, so a plugin can
+// reach only its own rollout's sandbox. A trap, a panic, a deadline or a
+// size cap discards the instance and comes back as a *PluginError naming
+// the plugin and the hook; the host and every other instance go on.
+// Plugins get no WASI files, environment, arguments or network.
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// Config tunes a Runtime. Zero fields take the defaults.
+type Config struct {
+	CacheDir       string        // compilation cache; default <user cache>/proctor/wasm or $PROCTOR_CACHE_DIR/wasm
+	MemoryLimitMiB int           // per instance; default 256
+	HookTimeout    time.Duration // per hook call; default 2m
+	MaxOutput      int           // bytes of a hook's output or an operation's request; default 64 MiB
+	Log            *slog.Logger
+}
+
+// Runtime compiles and runs plugins. It is safe for concurrent use.
+type Runtime struct {
+	rt  wazero.Runtime
+	cfg Config
+}
+
+// Sentinel errors; a *PluginError matches one of them with errors.Is.
+var (
+	ErrNotWasm    = errors.New("not a WebAssembly file")
+	ErrABI        = errors.New("plugin ABI mismatch")
+	ErrTrap       = errors.New("plugin trapped")
+	ErrTimeout    = errors.New("plugin hook deadline exceeded")
+	ErrTooLarge   = errors.New("plugin message over its size cap")
+	ErrBadOutput  = errors.New("plugin returned invalid output")
+	ErrDenied     = errors.New("capability not granted")
+	ErrUnknown    = errors.New("plugin does not implement the hook")
+	ErrHookFailed = errors.New("plugin hook failed")
+)
+
+// PluginError says which plugin and hook failed, and how.
+type PluginError struct {
+	Plugin string
+	Hook   string
+	Kind   error // one of the sentinels
+	Class  string
+	Err    error
+}
+
+func (e *PluginError) Error() string {
+	s := fmt.Sprintf("plugin %s", e.Plugin)
+	if e.Hook != "" {
+		s += " hook " + e.Hook
+	}
+	if e.Err != nil {
+		return s + ": " + e.Err.Error()
+	}
+	return s + ": " + e.Kind.Error()
+}
+
+// Unwrap matches both the kind and the cause.
+func (e *PluginError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// NewRuntime makes a runtime with the on-disk compilation cache.
+func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.MemoryLimitMiB <= 0 {
+		cfg.MemoryLimitMiB = 256
+	}
+	if cfg.HookTimeout <= 0 {
+		cfg.HookTimeout = 2 * time.Minute
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 64 << 20
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = DefaultCacheDir()
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(uint32(cfg.MemoryLimitMiB) * 16).
+		WithCloseOnContextDone(true)
+	if cfg.CacheDir != "" {
+		if cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir); err == nil {
+			rc = rc.WithCompilationCache(cache)
+		} else {
+			cfg.Log.Warn("wasm compilation cache unavailable", "dir", cfg.CacheDir, "err", err)
+		}
+	}
+	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), cfg: cfg}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		return nil, err
+	}
+	if err := r.hostModule(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// DefaultCacheDir is where compiled plugins are cached.
+func DefaultCacheDir() string {
+	if d := os.Getenv("PROCTOR_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "wasm")
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "proctor", "wasm")
+}
+
+// Close releases every compiled plugin and instance.
+func (r *Runtime) Close(ctx context.Context) error { return r.rt.Close(ctx) }
+
+// Plugin is a compiled, checked plugin.
+type Plugin struct {
+	r        *Runtime
+	name     string
+	sha      string
+	compiled wazero.CompiledModule
+	manifest abi.Manifest
+	allowed  map[string]bool
+	refused  error
+}
+
+// LoadFile loads a plugin from a .wasm file.
+func (r *Runtime) LoadFile(ctx context.Context, path string) (*Plugin, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: %w", path, err)
+	}
+	return r.Load(ctx, path, b)
+}
+
+// Load compiles wasm bytes (a file's or a bundled plugin's), checks the ABI
+// and reads the manifest through describe.
+func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, error) {
+	sum := sha256.Sum256(wasm)
+	p := &Plugin{r: r, name: name, sha: hex.EncodeToString(sum[:])}
+	perr := func(kind error, err error) error { return &PluginError{Plugin: name, Kind: kind, Err: err} }
+	if !bytes.HasPrefix(wasm, []byte("\x00asm")) {
+		return nil, perr(ErrNotWasm, fmt.Errorf("not a WebAssembly file (build plugins with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)"))
+	}
+	compiled, err := r.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, perr(ErrNotWasm, fmt.Errorf("compile: %w", err))
+	}
+	if err := checkABI(compiled); err != nil {
+		compiled.Close(ctx)
+		return nil, perr(ErrABI, err)
+	}
+	p.compiled = compiled
+	inst, err := p.instantiate(ctx, InstanceConfig{}, nil)
+	if err != nil {
+		compiled.Close(ctx)
+		return nil, err
+	}
+	defer inst.Close(ctx)
+	if err := inst.Call(ctx, abi.HookDescribe, abi.Empty{}, &p.manifest); err != nil {
+		compiled.Close(ctx)
+		return nil, err
+	}
+	if p.manifest.ABI != abi.Version {
+		compiled.Close(ctx)
+		return nil, perr(ErrABI, fmt.Errorf("describe says ABI v%d; rebuild the plugin against sdk v%d", p.manifest.ABI, abi.Version))
+	}
+	for _, c := range p.manifest.Capabilities {
+		if !knownOp(c) {
+			compiled.Close(ctx)
+			return nil, perr(ErrBadOutput, fmt.Errorf("declares unknown capability %q", c))
+		}
+	}
+	return p, nil
+}
+
+func knownOp(op string) bool {
+	switch op {
+	case abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpDatasetRead, abi.OpHostInfo:
+		return true
+	}
+	return false
+}
+
+func checkABI(m wazero.CompiledModule) error {
+	exports := m.ExportedFunctions()
+	if _, ok := exports[abi.MarkerExport]; !ok {
+		for name := range exports {
+			if v, ok := strings.CutPrefix(name, "proctor_abi_v"); ok {
+				return fmt.Errorf("plugin was built for ABI v%s; this proctor speaks v%d: rebuild it against sdk v%d", v, abi.Version, abi.Version)
+			}
+		}
+		return fmt.Errorf("no %s export: not a proctor plugin, or built without the proctor SDK", abi.MarkerExport)
+	}
+	if _, ok := exports[abi.HandleExport]; !ok {
+		return fmt.Errorf("missing export %s", abi.HandleExport)
+	}
+	for _, f := range m.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if strings.HasPrefix(mod, "proctor_v") && mod != abi.ImportModule {
+			return fmt.Errorf("plugin imports %s.%s: built for another ABI; rebuild it against sdk v%d", mod, name, abi.Version)
+		}
+	}
+	return nil
+}
+
+// Name is how the plugin was named when loaded (a path or a bundled name).
+func (p *Plugin) Name() string { return p.name }
+
+// SHA256 is the hex sha256 of the plugin's bytes.
+func (p *Plugin) SHA256() string { return p.sha }
+
+// Manifest is what describe returned.
+func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
+
+// Grant checks the plugin's declared capabilities against what the run
+// grants. Every declared capability must be granted; the error lists the
+// missing ones and says where to grant them.
+func (p *Plugin) Grant(grants []string) error {
+	var missing []string
+	p.allowed = map[string]bool{}
+	for _, c := range p.manifest.Capabilities {
+		if slices.Contains(grants, c) {
+			p.allowed[c] = true
+		} else {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		p.allowed = nil
+		p.refused = &PluginError{Plugin: p.name, Kind: ErrDenied, Err: fmt.Errorf("declares %s, which the run does not grant: add them to [env] grants or use another plugin", strings.Join(missing, ", "))}
+		return p.refused
+	}
+	p.refused = nil
+	return nil
+}
+
+// Close releases the compiled module.
+func (p *Plugin) Close(ctx context.Context) error { return p.compiled.Close(ctx) }
+
+// Op is a host operation bound to one rollout: it gets the JSON request and
+// returns the JSON response. An *OpError chooses the status.
+type Op func(ctx context.Context, req []byte) ([]byte, error)
+
+// OpError fails an operation with a given status (abi.Status*).
+type OpError struct {
+	Status uint32
+	Err    error
+}
+
+func (e *OpError) Error() string { return e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+// InstanceConfig binds an instance to its rollout.
+type InstanceConfig struct {
+	Ops  map[string]Op // by abi.Op* name
+	Seed uint64        // seeds the plugin's random source
+	Log  *slog.Logger
+}
+
+// Instance is one plugin instance, for one rollout. Calls are serialised.
+type Instance struct {
+	p      *Plugin
+	mod    api.Module
+	handle api.Function
+	ops    map[string]Op
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	broken error
+}
+
+// Instantiate makes a fresh instance for one rollout.
+func (p *Plugin) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
+	if p.refused != nil {
+		return nil, p.refused
+	}
+	if p.allowed == nil && len(p.manifest.Capabilities) > 0 {
+		return nil, &PluginError{Plugin: p.name, Kind: ErrDenied, Err: errors.New("capabilities not checked: call Grant before Instantiate")}
+	}
+	return p.instantiate(ctx, cfg, p.allowed)
+}
+
+func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed map[string]bool) (*Instance, error) {
+	log := cfg.Log
+	if log == nil {
+		log = p.r.cfg.Log
+	}
+	log = log.With("plugin", p.manifest.Name)
+	ops := map[string]Op{}
+	for name, op := range cfg.Ops {
+		if allowed[name] {
+			ops[name] = op
+		}
+	}
+	var seed [32]byte
+	for i := range 4 {
+		v := cfg.Seed + uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			seed[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	out := &logWriter{log: log, stream: "stdout", left: 64 << 10}
+	errw := &logWriter{log: log, stream: "stderr", left: 64 << 10}
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithRandSource(rand.NewChaCha8(seed)).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithStdout(out).
+		WithStderr(errw)
+	mod, err := p.r.rt.InstantiateModule(ctx, p.compiled, mc)
+	if err != nil {
+		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
+	}
+	return &Instance{p: p, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
+}
+
+// Close discards the instance.
+func (i *Instance) Close(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.broken == nil {
+		i.broken = errors.New("instance closed")
+	}
+	return i.mod.Close(context.WithoutCancel(ctx))
+}
+
+// Call runs one hook with in encoded as JSON and decodes the result into
+// out (unless out is nil). A hook that fails on its own terms (status
+// error) leaves the instance usable; anything else discards it.
+func (i *Instance) Call(ctx context.Context, hook string, in, out any) error {
+	input, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode %s input: %w", hook, err)
+	}
+	res, err := i.CallRaw(ctx, hook, input)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		if err := json.Unmarshal(res, out); err != nil {
+			i.discard()
+			return &PluginError{Plugin: i.p.name, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("hook output is not the expected JSON: %v", err)}
+		}
+	}
+	return nil
+}
+
+// callState is what the host functions of one hook call work on.
+type callState struct {
+	inst    *Instance
+	method  []byte
+	input   []byte
+	output  []byte
+	outErr  error
+	pending []byte
+	maxOut  int
+}
+
+type stateKey struct{}
+
+// CallRaw runs one hook with raw JSON in and out.
+func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]byte, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	perr := func(kind, err error) error {
+		return &PluginError{Plugin: i.p.name, Hook: hook, Kind: kind, Err: err}
+	}
+	if i.broken != nil {
+		return nil, perr(ErrTrap, fmt.Errorf("instance unusable: %w", i.broken))
+	}
+	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
+	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
+	defer cancel()
+	res, err := i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
+	if err != nil {
+		i.broken = err
+		i.mod.Close(context.WithoutCancel(ctx))
+		switch {
+		case hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
+			return nil, perr(ErrTimeout, fmt.Errorf("no answer within %s: %w", i.p.r.cfg.HookTimeout, context.DeadlineExceeded))
+		case ctx.Err() != nil:
+			return nil, perr(ErrTimeout, ctx.Err())
+		case st.outErr != nil:
+			return nil, perr(ErrTooLarge, st.outErr)
+		}
+		return nil, perr(ErrTrap, err)
+	}
+	if st.outErr != nil {
+		i.discard()
+		return nil, perr(ErrTooLarge, st.outErr)
+	}
+	status := uint32(res[0])
+	switch status {
+	case abi.StatusOK:
+		if !json.Valid(st.output) {
+			i.discard()
+			return nil, perr(ErrBadOutput, fmt.Errorf("hook output is not JSON (%d bytes)", len(st.output)))
+		}
+		return st.output, nil
+	case abi.StatusUnknown:
+		return nil, perr(ErrUnknown, errors.New("not implemented by the plugin"))
+	default:
+		var e abi.Error
+		if json.Unmarshal(st.output, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("status %d: %.200q", status, st.output)
+		}
+		pe := perr(ErrHookFailed, errors.New(e.Error)).(*PluginError)
+		pe.Class = e.Class
+		return nil, pe
+	}
+}
+
+func (i *Instance) discard() {
+	i.broken = errors.New("discarded after a bad answer")
+	i.mod.Close(context.Background())
+}
+
+// hostModule defines the proctor_v1 imports once per runtime; each call
+// finds its instance's state in the context.
+func (r *Runtime) hostModule(ctx context.Context) error {
+	i32 := api.ValueTypeI32
+	b := r.rt.NewHostModuleBuilder(abi.ImportModule)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		st := ctx.Value(stateKey{}).(*callState)
+		mem := m.Memory()
+		if len(st.method) > 0 && !mem.Write(uint32(s[0]), st.method) || len(st.input) > 0 && !mem.Write(uint32(s[1]), st.input) {
+			panic("read_input: pointer out of range")
+		}
+	}), []api.ValueType{i32, i32}, nil).Export(abi.ImportReadInput)
+
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		st := ctx.Value(stateKey{}).(*callState)
+		n := uint32(s[1])
+		if int(n) > st.maxOut {
+			st.outErr = fmt.Errorf("hook output of %d bytes is over the cap of %d", n, st.maxOut)
+			panic(st.outErr)
+		}
+		buf, ok := m.Memory().Read(uint32(s[0]), n)
+		if !ok {
+			panic("set_output: pointer out of range")
+		}
+		st.output = append([]byte(nil), buf...)
+	}), []api.ValueType{i32, i32}, nil).Export(abi.ImportSetOutput)
+
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		st := ctx.Value(stateKey{}).(*callState)
+		status, resp := st.inst.hostCall(ctx, m, uint32(s[0]), uint32(s[1]), uint32(s[2]), uint32(s[3]))
+		st.pending = nil
+		if len(resp) <= int(uint32(s[5])) {
+			if len(resp) > 0 && !m.Memory().Write(uint32(s[4]), resp) {
+				panic("call: response pointer out of range")
+			}
+		} else {
+			st.pending = resp
+		}
+		s[0] = uint64(status)<<32 | uint64(uint32(len(resp)))
+	}), []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{api.ValueTypeI64}).Export(abi.ImportCall)
+
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		st := ctx.Value(stateKey{}).(*callState)
+		if st.pending == nil {
+			panic("take_response: no response kept")
+		}
+		if !m.Memory().Write(uint32(s[0]), st.pending) {
+			panic("take_response: pointer out of range")
+		}
+		st.pending = nil
+	}), []api.ValueType{i32}, nil).Export(abi.ImportTakeResponse)
+
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		st, _ := ctx.Value(stateKey{}).(*callState)
+		n := min(uint32(s[2]), 8<<10)
+		buf, ok := m.Memory().Read(uint32(s[1]), n)
+		if !ok || st == nil {
+			return
+		}
+		st.inst.log.Log(ctx, slog.Level(int32(s[0])), string(buf))
+	}), []api.ValueType{i32, i32, i32}, nil).Export(abi.ImportLog)
+
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// hostCall runs one host operation for the guest.
+func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, reqPtr, reqLen uint32) (uint32, []byte) {
+	fail := func(status uint32, msg string) (uint32, []byte) {
+		b, _ := json.Marshal(abi.Error{Error: msg})
+		return status, b
+	}
+	if int(reqLen) > i.p.r.cfg.MaxOutput {
+		return fail(abi.StatusTooLarge, fmt.Sprintf("request of %d bytes is over the cap", reqLen))
+	}
+	opb, ok1 := m.Memory().Read(opPtr, min(opLen, 256))
+	req, ok2 := m.Memory().Read(reqPtr, reqLen)
+	if !ok1 || !ok2 {
+		return fail(abi.StatusBadRequest, "pointer out of range")
+	}
+	op := string(opb)
+	f, ok := i.ops[op]
+	if !ok {
+		if knownOp(op) {
+			return fail(abi.StatusDenied, fmt.Sprintf("%s was not declared by the plugin or not granted by the run", op))
+		}
+		return fail(abi.StatusUnknown, fmt.Sprintf("unknown operation %q", op))
+	}
+	resp, err := f(ctx, append([]byte(nil), req...))
+	if err != nil {
+		var oe *OpError
+		if errors.As(err, &oe) {
+			return fail(oe.Status, oe.Error())
+		}
+		if ctx.Err() != nil {
+			return fail(abi.StatusDeadline, err.Error())
+		}
+		return fail(abi.StatusError, err.Error())
+	}
+	return abi.StatusOK, resp
+}
+
+// logWriter sends a guest's stdout or stderr to the log, bounded.
+type logWriter struct {
+	log    *slog.Logger
+	stream string
+	left   int
+	mu     sync.Mutex
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.left <= 0 {
+		return len(p), nil
+	}
+	s := p[:min(len(p), w.left)]
+	w.left -= len(s)
+	w.log.Debug("plugin output", "stream", w.stream, "text", strings.TrimRight(string(s), "\n"))
+	return len(p), nil
+}

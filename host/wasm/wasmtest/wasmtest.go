@@ -1,0 +1,50 @@
+// Package wasmtest builds plugins from source for tests, so every test that
+// loads a plugin runs real wasm compiled by the test run itself.
+package wasmtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+	dir   string
+)
+
+// Build compiles the main package pkg (an import path, or a path relative
+// to the module root such as "./plugins/example") to wasm once per test
+// process and returns the file's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "proctor-wasmtest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("find module root: %v", err)
+	}
+	out := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Dir = strings.TrimSpace(string(root))
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s to wasm: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}

@@ -1,0 +1,137 @@
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// ErrDenied: the host refused an operation the plugin did not declare or
+// the run did not grant.
+var ErrDenied = errors.New("capability denied")
+
+// HostError is a failed host operation.
+type HostError struct {
+	Op     string
+	Status uint32
+	Msg    string
+}
+
+func (e *HostError) Error() string { return fmt.Sprintf("host %s: %s", e.Op, e.Msg) }
+
+// Unwrap makes a denied operation match ErrDenied.
+func (e *HostError) Unwrap() error {
+	if e.Status == abi.StatusDenied {
+		return ErrDenied
+	}
+	return nil
+}
+
+// call sends one operation to the host and decodes its answer.
+func call(op string, req, resp any) error {
+	in, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	status, out := hostCall(op, in)
+	if status != abi.StatusOK {
+		var e abi.Error
+		if json.Unmarshal(out, &e) != nil || e.Error == "" {
+			e.Error = string(out)
+		}
+		return &HostError{Op: op, Status: status, Msg: e.Error}
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(out, resp); err != nil {
+		return fmt.Errorf("host %s: bad response: %w", op, err)
+	}
+	return nil
+}
+
+// Exec runs a command in the rollout's sandbox shell. A non-zero exit code
+// is in the response, not an error.
+func Exec(req abi.ExecRequest) (abi.ExecResponse, error) {
+	var r abi.ExecResponse
+	err := call(abi.OpExec, req, &r)
+	return r, err
+}
+
+// ErrNotFound: the file does not exist in the sandbox.
+var ErrNotFound = fs.ErrNotExist
+
+// ReadFile reads a file from the sandbox; a missing file matches
+// ErrNotFound.
+func ReadFile(path string) ([]byte, error) {
+	var r abi.ReadFileResponse
+	if err := call(abi.OpReadFile, abi.ReadFileRequest{Path: path}, &r); err != nil {
+		return nil, err
+	}
+	if r.Missing {
+		return nil, fmt.Errorf("read %s: %w", path, ErrNotFound)
+	}
+	return r.Data, nil
+}
+
+// WriteFile writes a file in the sandbox, creating parent folders.
+func WriteFile(path string, data []byte, mode fs.FileMode) error {
+	return call(abi.OpWriteFile, abi.WriteFileRequest{Path: path, Data: data, Mode: uint32(mode)}, nil)
+}
+
+// Upload extracts a tar archive into dir in the sandbox.
+func Upload(dir string, tar []byte) error {
+	return call(abi.OpUpload, abi.UploadRequest{Dir: dir, Tar: tar}, nil)
+}
+
+// Download returns a sandbox path as a tar archive.
+func Download(path string) ([]byte, error) {
+	var r abi.DownloadResponse
+	err := call(abi.OpDownload, abi.DownloadRequest{Path: path}, &r)
+	return r.Tar, err
+}
+
+// ReadDataset reads one page of dataset rows through the host.
+func ReadDataset(req abi.DatasetRequest) (abi.DatasetResponse, error) {
+	var r abi.DatasetResponse
+	err := call(abi.OpDatasetRead, req, &r)
+	return r, err
+}
+
+// ReadAllRows reads every row of a dataset, page by page.
+func ReadAllRows(source, split string) ([]json.RawMessage, error) {
+	var rows []json.RawMessage
+	off := 0
+	for {
+		page, err := ReadDataset(abi.DatasetRequest{Source: source, Split: split, Offset: off})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, page.Rows...)
+		if page.EOF || page.Next <= off {
+			return rows, nil
+		}
+		off = page.Next
+	}
+}
+
+// Info asks the host where the plugin runs.
+func Info() (abi.HostInfo, error) {
+	var r abi.HostInfo
+	err := call(abi.OpHostInfo, abi.Empty{}, &r)
+	return r, err
+}
+
+// Log levels.
+const (
+	LevelDebug = -4
+	LevelInfo  = 0
+	LevelWarn  = 4
+	LevelError = 8
+)
+
+// Log writes a line to the host's log.
+func Log(level int, msg string) { hostLog(int32(level), msg) }

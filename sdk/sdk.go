@@ -1,0 +1,216 @@
+// Package sdk is the Go SDK for proctor environment plugins. It depends on
+// the standard library only.
+//
+// A plugin is a main package that registers its environment in init and
+// has an empty main:
+//
+//	func init() { sdk.Register(&myEnv{}) }
+//	func main() {}
+//
+// built with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o my.wasm .
+//
+// The environment implements Environment and any of the optional hook
+// interfaces (Prompter, SandboxProvider, SetUpper, Verifier, Oracler,
+// TearDowner, RewardScorer). Hooks reach the rollout's sandbox and the
+// host's datasets through the functions of this package (Exec, ReadFile,
+// WriteFile, Upload, Download, ReadDataset, Log). Built natively (plain `go
+// test`), the same calls go to an emulated host: see package sdktest.
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// Environment is what every environment plugin implements.
+type Environment interface {
+	// Manifest names the plugin and declares the host operations it uses
+	// (abi.Op*). Hooks are filled in by the SDK.
+	Manifest() abi.Manifest
+	// LoadTasks returns the tasks the config selects.
+	LoadTasks(config json.RawMessage) (abi.TasksResponse, error)
+}
+
+// Optional hooks.
+type (
+	Prompter interface {
+		Prompt(r abi.RolloutRequest) (abi.PromptResponse, error)
+	}
+	SandboxProvider interface {
+		Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error)
+	}
+	SetUpper interface {
+		Setup(r abi.RolloutRequest) error
+	}
+	Verifier interface {
+		Verify(r abi.VerifyRequest) (abi.VerifyResponse, error)
+	}
+	Oracler interface {
+		Oracle(r abi.RolloutRequest) (abi.OracleResponse, error)
+	}
+	TearDowner interface {
+		Teardown(r abi.RolloutRequest) error
+	}
+	RewardScorer interface {
+		Score(r abi.RewardRequest) (abi.RewardResponse, error)
+	}
+)
+
+var env Environment
+
+// Register makes e the plugin's environment. Call it from init.
+func Register(e Environment) { env = e }
+
+// Error is a hook failure with the class the host should record (for
+// example "verifier" or "setup"); see Errorf.
+type Error struct {
+	Class string
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf makes an error of the given class.
+func Errorf(class, format string, args ...any) error {
+	return &Error{Class: class, Err: fmt.Errorf(format, args...)}
+}
+
+// hooks lists the methods e implements.
+func hooks(e Environment) []string {
+	h := []string{abi.HookDescribe, abi.HookTasks}
+	if _, ok := e.(Prompter); ok {
+		h = append(h, abi.HookPrompt)
+	}
+	if _, ok := e.(SandboxProvider); ok {
+		h = append(h, abi.HookSandbox)
+	}
+	if _, ok := e.(SetUpper); ok {
+		h = append(h, abi.HookSetup)
+	}
+	if _, ok := e.(Verifier); ok {
+		h = append(h, abi.HookVerify)
+	}
+	if _, ok := e.(Oracler); ok {
+		h = append(h, abi.HookOracle)
+	}
+	if _, ok := e.(TearDowner); ok {
+		h = append(h, abi.HookTeardown)
+	}
+	if _, ok := e.(RewardScorer); ok {
+		h = append(h, abi.HookReward)
+	}
+	return h
+}
+
+// Handle runs one hook. The wasm entry point and the native emulator both
+// call it; plugin authors do not.
+func Handle(method string, input []byte) (status uint32, output []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			status, output = fail(fmt.Errorf("panic in %s: %v\n%s", method, r, debug.Stack()))
+		}
+	}()
+	if env == nil {
+		return fail(errors.New("no environment registered: call sdk.Register in init"))
+	}
+	switch method {
+	case abi.HookDescribe:
+		m := env.Manifest()
+		m.ABI = abi.Version
+		m.Hooks = hooks(env)
+		return ok(m)
+	case abi.HookTasks:
+		var req abi.TasksRequest
+		if err := json.Unmarshal(input, &req); err != nil {
+			return bad(err)
+		}
+		return result(env.LoadTasks(req.Config))
+	case abi.HookPrompt:
+		if h, k := env.(Prompter); k {
+			return rollout(input, h.Prompt)
+		}
+	case abi.HookSandbox:
+		if h, k := env.(SandboxProvider); k {
+			return rollout(input, h.Sandbox)
+		}
+	case abi.HookSetup:
+		if h, k := env.(SetUpper); k {
+			return rollout(input, func(r abi.RolloutRequest) (abi.Empty, error) { return abi.Empty{}, h.Setup(r) })
+		}
+		return ok(abi.Empty{})
+	case abi.HookVerify:
+		if h, k := env.(Verifier); k {
+			var req abi.VerifyRequest
+			if err := json.Unmarshal(input, &req); err != nil {
+				return bad(err)
+			}
+			return result(h.Verify(req))
+		}
+	case abi.HookOracle:
+		if h, k := env.(Oracler); k {
+			return rollout(input, h.Oracle)
+		}
+	case abi.HookTeardown:
+		if h, k := env.(TearDowner); k {
+			return rollout(input, func(r abi.RolloutRequest) (abi.Empty, error) { return abi.Empty{}, h.Teardown(r) })
+		}
+		return ok(abi.Empty{})
+	case abi.HookReward:
+		if h, k := env.(RewardScorer); k {
+			var req abi.RewardRequest
+			if err := json.Unmarshal(input, &req); err != nil {
+				return bad(err)
+			}
+			return result(h.Score(req))
+		}
+	}
+	return abi.StatusUnknown, mustJSON(abi.Error{Error: "plugin does not implement " + method})
+}
+
+func rollout[T any](input []byte, f func(abi.RolloutRequest) (T, error)) (uint32, []byte) {
+	var req abi.RolloutRequest
+	if err := json.Unmarshal(input, &req); err != nil {
+		return bad(err)
+	}
+	return result(f(req))
+}
+
+func result[T any](v T, err error) (uint32, []byte) {
+	if err != nil {
+		return fail(err)
+	}
+	return ok(v)
+}
+
+func ok(v any) (uint32, []byte) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fail(fmt.Errorf("encode result: %w", err))
+	}
+	return abi.StatusOK, b
+}
+
+func fail(err error) (uint32, []byte) {
+	e := abi.Error{Error: err.Error()}
+	var se *Error
+	if errors.As(err, &se) {
+		e.Class = se.Class
+	}
+	return abi.StatusError, mustJSON(e)
+}
+
+func bad(err error) (uint32, []byte) {
+	return abi.StatusBadRequest, mustJSON(abi.Error{Error: "bad input: " + err.Error()})
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
