@@ -156,7 +156,7 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 
 	var res sandbox.ExecResult
 	for {
-		line, err := s.r.ReadString('\n')
+		line, err := s.readLine()
 		if err != nil {
 			return res, s.fail(fmt.Errorf("read reply: %v: %w", err, sandbox.ErrGone))
 		}
@@ -165,7 +165,11 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 			continue
 		}
 		if f[1] == "START" && len(f) == 4 {
-			p, _ := strconv.Atoi(f[3])
+			p, err := strconv.Atoi(f[3])
+			if err != nil || p < 2 {
+				// Never kill group 0 (ours) or -1 (everything).
+				return res, s.fail(fmt.Errorf("bad reply %q: %w", line, sandbox.ErrGone))
+			}
 			pgid.Store(int64(p))
 			s.groups = append(s.groups, p)
 			if ctx.Err() != nil {
@@ -175,23 +179,21 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 			}
 			continue
 		}
-		if f[1] != "DONE" || len(f) != 10 {
+		if f[1] != "DONE" {
 			continue
 		}
-		n := make([]int64, 8)
-		for i := range n {
-			if n[i], err = strconv.ParseInt(f[i+2], 10, 64); err != nil {
-				return res, s.fail(fmt.Errorf("bad reply %q: %w", line, sandbox.ErrGone))
-			}
+		d, err := parseDone(f, s.cap)
+		if err != nil {
+			return res, s.fail(fmt.Errorf("bad reply %q: %v: %w", line, err, sandbox.ErrGone))
 		}
-		res.ExitCode = int(n[1])
-		res.TimedOut = n[2] == 1
-		res.OOMKilled = n[3] == 1
-		out, tout, err := s.readStream(n[4], n[6])
+		res.ExitCode = d.exit
+		res.TimedOut = d.timedOut
+		res.OOMKilled = d.oom
+		out, tout, err := s.readStream(d.outSize, d.outSent)
 		if err != nil {
 			return res, err
 		}
-		errs, terr, err := s.readStream(n[5], n[7])
+		errs, terr, err := s.readStream(d.errSize, d.errSent)
 		if err != nil {
 			return res, err
 		}
@@ -202,6 +204,40 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 		}
 		return res, nil
 	}
+}
+
+// done is a parsed DONE frame header.
+type done struct {
+	exit             int
+	timedOut, oom    bool
+	outSize, errSize int64
+	outSent, errSent int64
+}
+
+// parseDone checks a DONE frame's fields. Any process in the sandbox that
+// can write to the controller's stdout can forge one, so sizes are bounded
+// by the cap this host asked for before anything is allocated.
+func parseDone(f []string, cap int) (done, error) {
+	var d done
+	if len(f) != 10 {
+		return d, errors.New("want 10 fields")
+	}
+	var n [8]int64
+	for i := range n {
+		v, err := strconv.ParseInt(f[i+2], 10, 64)
+		if err != nil || v < 0 {
+			return d, fmt.Errorf("field %d: not a count", i+2)
+		}
+		n[i] = v
+	}
+	if n[1] > 255 || n[2] > 1 || n[3] > 1 {
+		return d, errors.New("exit status out of range")
+	}
+	if n[6] > n[4] || n[7] > n[5] || n[6] > int64(cap) || n[7] > int64(cap) {
+		return d, errors.New("sizes out of range")
+	}
+	return done{exit: int(n[1]), timedOut: n[2] == 1, oom: n[3] == 1,
+		outSize: n[4], errSize: n[5], outSent: n[6], errSent: n[7]}, nil
 }
 
 // readStream reads sent bytes of a stream whose full size was size, and
@@ -216,6 +252,16 @@ func (s *Shell) readStream(size, sent int64) (string, bool, error) {
 	}
 	head := sent / 2
 	return string(buf[:head]) + fmt.Sprintf("\n…[%d bytes cut]…\n", size-sent) + string(buf[head:]), true, nil
+}
+
+// readLine reads one frame line. Lines are short; a longer one is not
+// from the controller, and is refused instead of buffered without bound.
+func (s *Shell) readLine() (string, error) {
+	b, err := s.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", errors.New("line over 64 KiB in the reply stream")
+	}
+	return string(b), err
 }
 
 func (s *Shell) fail(err error) error {

@@ -185,3 +185,57 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 }
+
+func TestParseDone(t *testing.T) {
+	ok := strings.Fields("@@PROCTOR DONE 3 1 0 1 5000 7 100 7")
+	d, err := parseDone(ok, 100)
+	if err != nil || d.exit != 1 || !d.oom || d.timedOut || d.outSize != 5000 || d.outSent != 100 || d.errSent != 7 {
+		t.Fatalf("parseDone(%q) = %+v, %v", ok, d, err)
+	}
+	for _, bad := range []string{
+		"@@PROCTOR DONE 3 0 0 0 5000 0 101 0",                      // more than the cap
+		"@@PROCTOR DONE 3 0 0 0 10 0 11 0",                         // more sent than written
+		"@@PROCTOR DONE 3 0 0 0 99999999999999 0 99999999999999 0", // forged huge size
+		"@@PROCTOR DONE 3 -1 0 0 0 0 0 0",
+		"@@PROCTOR DONE 3 256 0 0 0 0 0 0",
+		"@@PROCTOR DONE 3 0 2 0 0 0 0 0",
+		"@@PROCTOR DONE 3 0 0 0 x 0 0 0",
+		"@@PROCTOR DONE 3 0 0 0 0 0 0",
+	} {
+		if d, err := parseDone(strings.Fields(bad), 100); err == nil {
+			t.Errorf("parseDone(%q) accepted: %+v", bad, d)
+		}
+	}
+}
+
+// A process in the sandbox can write to the controller's stdout. Forged or
+// oversized frames must fail the call, never make the host allocate the
+// forged size or kill group 0 or -1.
+func TestForgedFramesRefused(t *testing.T) {
+	for _, forged := range []string{
+		`printf '@@PROCTOR DONE %s 0 0 0 99999999999 0 99999999999 0\n' "$__proctor_id"`,
+		`printf '@@PROCTOR START %s 1\n' "$__proctor_id"`,
+		`head -c 200000 /dev/zero | tr '\0' x`,
+	} {
+		sh := hostShell(t)
+		// The controller's pid is $$ in the command's subshell.
+		_, err := sh.Exec(context.Background(), "__proctor_id=1; { "+forged+"; } > /proc/$$/fd/1", sandbox.ExecOptions{})
+		if !errors.Is(err, sandbox.ErrGone) {
+			t.Errorf("%s: want ErrGone, got %v", forged, err)
+		}
+	}
+}
+
+func FuzzParseDone(f *testing.F) {
+	f.Add("@@PROCTOR DONE 3 1 0 1 5000 7 100 7", 100)
+	f.Add("@@PROCTOR DONE 1 0 0 0 0 0 0 0", 1<<20)
+	f.Fuzz(func(t *testing.T, line string, cap int) {
+		d, err := parseDone(strings.Fields(line), cap)
+		if err != nil {
+			return
+		}
+		if d.outSent < 0 || d.errSent < 0 || d.outSent > int64(cap) || d.errSent > int64(cap) || d.outSent > d.outSize || d.errSent > d.errSize {
+			t.Fatalf("accepted out-of-range frame %q: %+v", line, d)
+		}
+	})
+}
