@@ -1,0 +1,533 @@
+// Package config loads run configurations: TOML decoded strictly (an unknown
+// key or a wrong type names the file, the line and the key, with the
+// closest valid key), every key overridable with --set section.key=value,
+// secrets only as names of environment variables.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is a whole run configuration.
+type Config struct {
+	Run     Run      `toml:"run" json:"run"`
+	Model   Model    `toml:"model" json:"model"`
+	Agent   Agent    `toml:"agent" json:"agent"`
+	Sandbox Sandbox  `toml:"sandbox" json:"sandbox"`
+	Env     Env      `toml:"env" json:"env"`
+	Reward  []Reward `toml:"reward" json:"reward,omitempty"`
+
+	// Path is the config file; BaseDir resolves relative paths in it.
+	Path    string `toml:"-" json:"-"`
+	BaseDir string `toml:"-" json:"-"`
+}
+
+// Run is the [run] section.
+type Run struct {
+	Name                    string   `toml:"name" json:"name"`
+	OutDir                  string   `toml:"out_dir" json:"out_dir"`
+	Concurrency             int      `toml:"concurrency" json:"concurrency"`
+	SandboxStartConcurrency int      `toml:"sandbox_start_concurrency" json:"sandbox_start_concurrency"`
+	Attempts                int      `toml:"attempts" json:"attempts"`
+	Retries                 int      `toml:"retries" json:"retries"`
+	Seed                    uint64   `toml:"seed" json:"seed"`
+	SandboxStartTimeout     Duration `toml:"sandbox_start_timeout" json:"sandbox_start_timeout"`
+	SetupTimeout            Duration `toml:"setup_timeout" json:"setup_timeout"`
+	AgentTimeout            Duration `toml:"agent_timeout" json:"agent_timeout"`
+	AgentTimeoutScale       float64  `toml:"agent_timeout_scale" json:"agent_timeout_scale"`
+	VerifyTimeout           Duration `toml:"verify_timeout" json:"verify_timeout"`
+	TeardownTimeout         Duration `toml:"teardown_timeout" json:"teardown_timeout"`
+	ProgressInterval        Duration `toml:"progress_interval" json:"progress_interval"`
+}
+
+// Model is the [model] section.
+type Model struct {
+	BaseURL        string         `toml:"base_url" json:"base_url"`
+	Name           string         `toml:"name" json:"name"`
+	APIKeyEnv      string         `toml:"api_key_env" json:"api_key_env"`
+	Temperature    *float64       `toml:"temperature" json:"temperature,omitempty"`
+	MaxTokens      int            `toml:"max_tokens" json:"max_tokens,omitempty"`
+	ExtraBody      map[string]any `toml:"extra_body" json:"extra_body,omitempty"`
+	RequestTimeout Duration       `toml:"request_timeout" json:"request_timeout"`
+	RetryBudget    int            `toml:"retry_budget" json:"retry_budget"`
+	MaxConcurrent  int            `toml:"max_concurrent_requests" json:"max_concurrent_requests"`
+	Prices         Prices         `toml:"prices" json:"prices"`
+}
+
+// Prices are US dollars per million tokens.
+type Prices struct {
+	InputPerMTok       float64 `toml:"input_per_mtok" json:"input_per_mtok"`
+	OutputPerMTok      float64 `toml:"output_per_mtok" json:"output_per_mtok"`
+	CachedInputPerMTok float64 `toml:"cached_input_per_mtok" json:"cached_input_per_mtok"`
+}
+
+// Agent is the [agent] section.
+type Agent struct {
+	Kind         string   `toml:"kind" json:"kind"`
+	MaxTurns     int      `toml:"max_turns" json:"max_turns"`
+	Tools        []string `toml:"tools" json:"tools"`
+	SystemPrompt string   `toml:"system_prompt" json:"system_prompt,omitempty"`
+	Script       string   `toml:"script" json:"script,omitempty"`
+}
+
+// Sandbox is the [sandbox] section.
+type Sandbox struct {
+	Backend  string  `toml:"backend" json:"backend"`
+	Network  string  `toml:"network" json:"network"`
+	CPUs     float64 `toml:"cpus" json:"cpus,omitempty"`
+	MemoryMB int64   `toml:"memory_mb" json:"memory_mb,omitempty"`
+	PidsMax  int64   `toml:"pids_max" json:"pids_max,omitempty"`
+	Pull     bool    `toml:"pull" json:"pull"`
+}
+
+// Env is the [env] section: the environment plugin and its config.
+type Env struct {
+	Plugin      string         `toml:"plugin" json:"plugin"`
+	SHA256      string         `toml:"sha256" json:"sha256,omitempty"`
+	Grants      []string       `toml:"grants" json:"grants"`
+	HookTimeout Duration       `toml:"hook_timeout" json:"hook_timeout"`
+	MemoryMB    int            `toml:"memory_mb" json:"memory_mb,omitempty"`
+	Config      map[string]any `toml:"config" json:"config"`
+}
+
+// Reward is one [[reward]] plugin stacked on the environment's verifier.
+type Reward struct {
+	Plugin string         `toml:"plugin" json:"plugin"`
+	Name   string         `toml:"name" json:"name"`
+	Weight float64        `toml:"weight" json:"weight"`
+	SHA256 string         `toml:"sha256" json:"sha256,omitempty"`
+	Config map[string]any `toml:"config" json:"config,omitempty"`
+}
+
+// DefaultGrants are the host operations a plugin may use unless the config
+// says otherwise.
+var DefaultGrants = []string{"sandbox.exec", "sandbox.read_file", "sandbox.write_file", "sandbox.upload", "sandbox.download", "dataset.read", "host.info"}
+
+// Duration is a time.Duration written as a string ("30m", "90s").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("bad duration %q: write it like \"90s\", \"30m\" or \"1h30m\"", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back as a string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Error is a config mistake: where, which key, what to do.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+	Hint string
+}
+
+func (e *Error) Error() string {
+	where := e.File
+	if e.Line > 0 {
+		where = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	s := where + ": "
+	if e.Key != "" {
+		s += e.Key + ": "
+	}
+	return s + e.Msg
+}
+
+// Load reads path, applies the --set overrides, fills defaults and
+// validates. Every mistake is an *Error.
+func Load(path string, sets []string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error(), Hint: "check the path of the config file"}
+	}
+	abs, _ := filepath.Abs(path)
+	return Parse(data, abs, sets)
+}
+
+// Parse is Load for bytes already read; name is used in messages and to
+// resolve relative paths.
+func Parse(data []byte, name string, sets []string) (*Config, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		return nil, tomlError(name, err)
+	}
+	if err := checkKeys(raw, reflect.TypeOf(Config{}), "", name, data); err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		if err := applySet(raw, s); err != nil {
+			return nil, err
+		}
+		if err := checkKeys(raw, reflect.TypeOf(Config{}), "", "--set "+s, nil); err != nil {
+			return nil, err
+		}
+	}
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(raw); err != nil {
+		return nil, &Error{File: name, Msg: err.Error()}
+	}
+	var c Config
+	if _, err := toml.Decode(buf.String(), &c); err != nil {
+		e := tomlError(name, err)
+		if ce, ok := e.(*Error); ok && ce.Key != "" {
+			ce.Line = lineOf(data, ce.Key)
+		}
+		return nil, e
+	}
+	c.Path = name
+	c.BaseDir = filepath.Dir(name)
+	c.defaults()
+	if err := c.validate(data); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func tomlError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		if strings.Contains(msg, "incompatible types") || strings.Contains(msg, "bad duration") {
+			return &Error{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: msg}
+		}
+		return &Error{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: msg}
+	}
+	return &Error{File: name, Msg: err.Error()}
+}
+
+// checkKeys walks the decoded table against the struct's toml tags and
+// reports the first unknown key with the closest valid one. Free-form
+// tables (env.config, model.extra_body) are not checked.
+func checkKeys(m map[string]any, t reflect.Type, prefix, file string, data []byte) error {
+	valid := map[string]reflect.Type{}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		valid[tag] = f.Type
+		names = append(names, tag)
+	}
+	for _, k := range slices.Sorted(mapsKeys(m)) {
+		full := strings.TrimPrefix(prefix+"."+k, ".")
+		ft, ok := valid[k]
+		if !ok {
+			e := &Error{File: file, Key: full, Msg: "unknown key"}
+			if data != nil {
+				e.Line = lineOf(data, full)
+			}
+			if k == "api_key" || strings.HasSuffix(k, "_key") || k == "token" {
+				e.Msg = "secrets do not go in config files"
+				e.Hint = "put the key in an environment variable and name it with api_key_env"
+			} else if best := closest(k, names); best != "" {
+				e.Hint = fmt.Sprintf("did you mean %q?", strings.TrimPrefix(prefix+"."+best, "."))
+			} else {
+				e.Hint = "valid keys here: " + strings.Join(names, ", ")
+			}
+			return e
+		}
+		if ft.Kind() == reflect.Map {
+			continue
+		}
+		switch v := m[k].(type) {
+		case map[string]any:
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(Duration{}) {
+				if err := checkKeys(v, ft, full, file, data); err != nil {
+					return err
+				}
+			}
+		case []map[string]any:
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				for _, item := range v {
+					if err := checkKeys(item, ft.Elem(), full, file, data); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func mapsKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// lineOf finds the line where a dotted key is set, looking for its last
+// part under its table header.
+func lineOf(data []byte, key string) int {
+	parts := strings.Split(key, ".")
+	last := parts[len(parts)-1]
+	table := strings.Join(parts[:len(parts)-1], ".")
+	cur := ""
+	header := regexp.MustCompile(`^\s*\[\[?\s*([^\]]+?)\s*\]\]?`)
+	assign := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(last) + `"?\s*=`)
+	for i, line := range strings.Split(string(data), "\n") {
+		if m := header.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			if cur == key {
+				return i + 1
+			}
+			continue
+		}
+		if cur == table && assign.MatchString(line) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// closest returns the valid name nearest to k by edit distance, if close.
+func closest(k string, names []string) string {
+	best, bd := "", 1<<30
+	for _, n := range names {
+		if d := editDistance(k, n); d < bd {
+			best, bd = n, d
+		}
+	}
+	if bd <= max(2, len(k)/3) {
+		return best
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// applySet sets one dotted key from "a.b.c=value". The value is read as a
+// TOML value (number, bool, array, quoted string), else as a plain string.
+func applySet(raw map[string]any, s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return &Error{File: "--set", Msg: fmt.Sprintf("%q is not key=value", s), Hint: "write --set section.key=value, e.g. --set agent.max_turns=30"}
+	}
+	var holder map[string]any
+	var val any = v
+	if _, err := toml.Decode("v = "+v, &holder); err == nil {
+		val = holder["v"]
+	}
+	parts := strings.Split(k, ".")
+	m := raw
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = val
+	return nil
+}
+
+func (c *Config) defaults() {
+	r := &c.Run
+	if r.Name == "" {
+		r.Name = strings.TrimSuffix(filepath.Base(c.Path), filepath.Ext(c.Path))
+	}
+	if r.OutDir == "" {
+		r.OutDir = "runs"
+	}
+	if r.Concurrency == 0 {
+		r.Concurrency = 4
+	}
+	if r.SandboxStartConcurrency == 0 {
+		r.SandboxStartConcurrency = r.Concurrency
+	}
+	if r.Attempts == 0 {
+		r.Attempts = 1
+	}
+	if r.AgentTimeout.Duration == 0 {
+		r.AgentTimeout.Duration = 30 * time.Minute
+	}
+	if r.AgentTimeoutScale == 0 {
+		r.AgentTimeoutScale = 1
+	}
+	if r.VerifyTimeout.Duration == 0 {
+		r.VerifyTimeout.Duration = 15 * time.Minute
+	}
+	if r.SandboxStartTimeout.Duration == 0 {
+		r.SandboxStartTimeout.Duration = 20 * time.Minute
+	}
+	if r.SetupTimeout.Duration == 0 {
+		r.SetupTimeout.Duration = 10 * time.Minute
+	}
+	if r.TeardownTimeout.Duration == 0 {
+		r.TeardownTimeout.Duration = 2 * time.Minute
+	}
+	if r.ProgressInterval.Duration == 0 {
+		r.ProgressInterval.Duration = 30 * time.Second
+	}
+	if c.Agent.Kind == "" {
+		c.Agent.Kind = "llm"
+	}
+	if c.Agent.MaxTurns == 0 {
+		c.Agent.MaxTurns = 60
+	}
+	if c.Agent.Tools == nil {
+		c.Agent.Tools = []string{"terminal", "file"}
+	}
+	if c.Model.RequestTimeout.Duration == 0 {
+		c.Model.RequestTimeout.Duration = 10 * time.Minute
+	}
+	if c.Model.RetryBudget == 0 {
+		c.Model.RetryBudget = 8
+	}
+	if c.Model.MaxConcurrent == 0 {
+		c.Model.MaxConcurrent = 64
+	}
+	if c.Sandbox.Backend == "" {
+		c.Sandbox.Backend = "docker"
+	}
+	if c.Sandbox.Network == "" {
+		c.Sandbox.Network = "none"
+	}
+	if c.Env.Grants == nil {
+		c.Env.Grants = DefaultGrants
+	}
+	if c.Env.HookTimeout.Duration == 0 {
+		c.Env.HookTimeout.Duration = 2 * time.Minute
+	}
+	if c.Env.MemoryMB == 0 {
+		c.Env.MemoryMB = 256
+	}
+	if c.Env.Config == nil {
+		c.Env.Config = map[string]any{}
+	}
+}
+
+func (c *Config) validate(data []byte) error {
+	bad := func(key, msg, hint string) error {
+		return &Error{File: c.Path, Line: lineOf(data, key), Key: key, Msg: msg, Hint: hint}
+	}
+	oneOf := func(key, v string, allowed ...string) error {
+		if !slices.Contains(allowed, v) {
+			h := "one of: " + strings.Join(allowed, ", ")
+			if b := closest(v, allowed); b != "" {
+				h = fmt.Sprintf("did you mean %q?", b)
+			}
+			return bad(key, fmt.Sprintf("%q is not valid", v), h)
+		}
+		return nil
+	}
+	switch {
+	case c.Run.Concurrency < 1:
+		return bad("run.concurrency", "must be at least 1", "")
+	case c.Run.Attempts < 1:
+		return bad("run.attempts", "must be at least 1", "")
+	case c.Run.Retries < 0:
+		return bad("run.retries", "must not be negative", "")
+	}
+	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay"); err != nil {
+		return err
+	}
+	for _, t := range c.Agent.Tools {
+		if err := oneOf("agent.tools", t, "terminal", "file"); err != nil {
+			return err
+		}
+	}
+	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
+		return err
+	}
+	if err := oneOf("sandbox.network", c.Sandbox.Network, "none", "host"); err != nil {
+		return err
+	}
+	if c.Agent.Kind == "llm" {
+		if c.Model.Name == "" {
+			return bad("model.name", "the llm agent needs a model", `set [model] name = "..." and base_url, or use agent.kind = "oracle"`)
+		}
+		if c.Model.BaseURL == "" {
+			return bad("model.base_url", "the llm agent needs an endpoint", `set [model] base_url = "https://.../v1"`)
+		}
+	}
+	if c.Agent.Kind == "replay" && c.Agent.Script == "" {
+		return bad("agent.script", "the replay agent needs a script file", `set [agent] script = "path/to/script.json"`)
+	}
+	if c.Env.Plugin == "" {
+		return bad("env.plugin", "no environment plugin", `set [env] plugin = "tb2" (bundled) or a path to a .wasm file`)
+	}
+	if c.Model.APIKeyEnv != "" && strings.ContainsAny(c.Model.APIKeyEnv, " -/") {
+		return bad("model.api_key_env", "must name an environment variable, not hold the key", "e.g. api_key_env = \"OPENAI_API_KEY\"")
+	}
+	return nil
+}
+
+// Resolve turns a path from the config into one relative to the current
+// directory (relative paths in a config are relative to its folder).
+func (c *Config) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.BaseDir, p)
+}
+
+// Resolved is the configuration with every default filled in, as TOML. It
+// holds no secret: only names of environment variables.
+func (c *Config) Resolved() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# resolved configuration of this run (defaults filled in)\n")
+	if err := toml.NewEncoder(&buf).Encode(c); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Hash is the sha256 of the resolved configuration.
+func (c *Config) Hash() string {
+	b, _ := json.Marshal(c)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// PluginConfig is env.config as JSON, for the plugin.
+func (c *Config) PluginConfig() json.RawMessage {
+	b, _ := json.Marshal(c.Env.Config)
+	return b
+}

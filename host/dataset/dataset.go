@@ -1,0 +1,376 @@
+// Package dataset serves the plugin host operation dataset.read: rows from
+// local JSON, JSONL and parquet files, from folders, and from Hugging Face
+// datasets (hf://owner/name[@revision]) downloaded into an on-disk cache.
+//
+// A folder is read as the data files in it (sorted; a split name selects
+// the files whose path contains it). A folder without data files is read as
+// a folder of task folders: one row per subfolder, {"name": ..., "tar":
+// base64 of a gzip tar of it}, the same shape dataset rows use to ship task
+// environments, so a plugin reads both the same way.
+package dataset
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// DefaultLimit is the page size when a request gives none.
+const DefaultLimit = 1000
+
+// Reader reads datasets for one run. It caches decoded files in memory so
+// paging through a large file decodes it once.
+type Reader struct {
+	// BaseDir resolves relative sources (the config file's folder).
+	BaseDir string
+	// Hub downloads hf:// datasets; nil refuses them.
+	Hub *Hub
+
+	mu    sync.Mutex
+	cache map[string][]json.RawMessage
+}
+
+// Read answers one dataset.read request.
+func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error) {
+	rows, err := r.rows(ctx, req.Source, req.Split)
+	if err != nil {
+		return abi.DatasetResponse{}, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	off := min(max(req.Offset, 0), len(rows))
+	end := min(off+limit, len(rows))
+	page := rows[off:end]
+	if len(req.Columns) > 0 {
+		page = project(page, req.Columns)
+	}
+	return abi.DatasetResponse{Rows: page, Next: end, EOF: end >= len(rows)}, nil
+}
+
+func project(rows []json.RawMessage, cols []string) []json.RawMessage {
+	out := make([]json.RawMessage, len(rows))
+	for i, row := range rows {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(row, &m) != nil {
+			out[i] = row
+			continue
+		}
+		keep := map[string]json.RawMessage{}
+		for _, c := range cols {
+			if v, ok := m[c]; ok {
+				keep[c] = v
+			}
+		}
+		out[i], _ = json.Marshal(keep)
+	}
+	return out
+}
+
+func (r *Reader) rows(ctx context.Context, source, split string) ([]json.RawMessage, error) {
+	key := source + "\x00" + split
+	r.mu.Lock()
+	if rows, ok := r.cache[key]; ok {
+		r.mu.Unlock()
+		return rows, nil
+	}
+	r.mu.Unlock()
+	path := source
+	if strings.HasPrefix(source, "hf://") {
+		if r.Hub == nil {
+			return nil, fmt.Errorf("dataset %s: Hugging Face datasets are not enabled", source)
+		}
+		dir, err := r.Hub.Fetch(ctx, source)
+		if err != nil {
+			return nil, err
+		}
+		path = dir
+	} else if !filepath.IsAbs(path) {
+		path = filepath.Join(r.BaseDir, path)
+	}
+	rows, err := ReadPath(path, split)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.cache == nil {
+		r.cache = map[string][]json.RawMessage{}
+	}
+	r.cache[key] = rows
+	r.mu.Unlock()
+	return rows, nil
+}
+
+func isData(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json", ".jsonl", ".parquet":
+		return true
+	}
+	return false
+}
+
+// ReadPath reads every row of a file or folder.
+func ReadPath(path, split string) ([]json.RawMessage, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return ReadFile(path)
+	}
+	var files []string
+	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && isData(p) && (split == "" || strings.Contains(filepath.ToSlash(p[len(path):]), split)) {
+			files = append(files, p)
+		}
+		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != path {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if len(files) == 0 {
+		return taskFolders(path)
+	}
+	sort.Strings(files)
+	var rows []json.RawMessage
+	for _, f := range files {
+		rs, err := ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, nil
+}
+
+// ReadFile reads one data file by its extension.
+func ReadFile(path string) ([]json.RawMessage, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", path, err)
+	}
+	defer f.Close()
+	var rows []json.RawMessage
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl":
+		rows, err = decodeJSONL(f)
+	case ".json":
+		rows, err = decodeJSON(f)
+	case ".parquet":
+		fi, serr := f.Stat()
+		if serr != nil {
+			return nil, serr
+		}
+		rows, err = decodeParquet(f, fi.Size())
+	default:
+		err = errors.New("unknown format: want .json, .jsonl or .parquet")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", path, err)
+	}
+	return rows, nil
+}
+
+func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var rows []json.RawMessage
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if !json.Valid(t) || t[0] != '{' {
+				return nil, fmt.Errorf("line %d is not a JSON object (is the file truncated, or not JSONL?)", n)
+			}
+			rows = append(rows, json.RawMessage(bytes.Clone(t)))
+		}
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func decodeJSON(r io.Reader) ([]json.RawMessage, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var rows []json.RawMessage
+	if err := json.Unmarshal(b, &rows); err == nil {
+		return rows, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, fmt.Errorf("not JSON (is the file truncated?): %v", err)
+	}
+	for _, k := range []string{"rows", "data", "tasks", "instances"} {
+		if v, ok := obj[k]; ok {
+			if err := json.Unmarshal(v, &rows); err == nil {
+				return rows, nil
+			}
+		}
+	}
+	return nil, errors.New(`want an array of objects, or an object with one under "rows", "data", "tasks" or "instances"`)
+}
+
+func decodeParquet(r io.ReaderAt, size int64) (rows []json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("not a readable parquet file: %v", p)
+		}
+	}()
+	f, err := parquet.OpenFile(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("not a parquet file (truncated, or another format?): %w", err)
+	}
+	rd := parquet.NewGenericReader[map[string]any](f, f.Schema())
+	defer rd.Close()
+	for {
+		batch := make([]map[string]any, 256)
+		for i := range batch {
+			batch[i] = map[string]any{}
+		}
+		n, err := rd.Read(batch)
+		for _, m := range batch[:n] {
+			b, merr := json.Marshal(clean(m))
+			if merr != nil {
+				return nil, merr
+			}
+			rows = append(rows, b)
+		}
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read parquet rows: %w", err)
+		}
+	}
+}
+
+// clean makes parquet values JSON-friendly: byte strings that are not UTF-8
+// become base64.
+func clean(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = clean(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = clean(e)
+		}
+		return x
+	case string:
+		if !utf8.ValidString(x) {
+			return base64.StdEncoding.EncodeToString([]byte(x))
+		}
+		return x
+	case []byte:
+		if utf8.Valid(x) {
+			return string(x)
+		}
+		return base64.StdEncoding.EncodeToString(x)
+	}
+	return v
+}
+
+// taskFolders reads a folder of folders as one row per subfolder.
+func taskFolders(dir string) ([]json.RawMessage, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	var rows []json.RawMessage
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		tgz, err := TarGz(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", dir, err)
+		}
+		b, _ := json.Marshal(map[string]any{"name": e.Name(), "tar": tgz})
+		rows = append(rows, b)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("dataset %s: no .json, .jsonl or .parquet files and no task folders", dir)
+	}
+	return rows, nil
+}
+
+// TarGz packs a folder (its contents, relative names) as a gzip tar.
+func TarGz(dir string) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			link, _ = os.Readlink(p)
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			h.Name += "/"
+		}
+		h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(tw, f)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,168 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+type row struct {
+	Name string `parquet:"task_name"`
+	Tar  []byte `parquet:"environment_tar"`
+	N    int64  `parquet:"n"`
+}
+
+func writeParquet(t testing.TB, path string, rows []row) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+func TestFormatsAndPaging(t *testing.T) {
+	dir := t.TempDir()
+	writeParquet(t, filepath.Join(dir, "a.parquet"), []row{{"p1", []byte("text"), 1}, {"p2", []byte{0xff, 0}, 2}})
+	os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte("{\"task_name\":\"j1\"}\n\n{\"task_name\":\"j2\"}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "c.json"), []byte(`{"rows":[{"task_name":"o1"}]}`), 0o644)
+	r := &Reader{BaseDir: dir}
+	ctx := context.Background()
+	var names []string
+	off := 0
+	for {
+		page, err := r.Read(ctx, abi.DatasetRequest{Source: ".", Offset: off, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range page.Rows {
+			var m map[string]any
+			json.Unmarshal(row, &m)
+			names = append(names, m["task_name"].(string))
+			if m["task_name"] == "p2" && m["environment_tar"] != "/wA=" {
+				t.Errorf("binary column not base64: %v", m["environment_tar"])
+			}
+		}
+		if page.EOF {
+			break
+		}
+		off = page.Next
+	}
+	if strings.Join(names, ",") != "p1,p2,j1,j2,o1" {
+		t.Fatalf("rows %v", names)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	w.Write([]row{{"p1", nil, 1}})
+	w.Close()
+	os.WriteFile(filepath.Join(dir, "cut.parquet"), buf.Bytes()[:buf.Len()/2], 0o644)
+	os.WriteFile(filepath.Join(dir, "lies.parquet"), []byte(`{"task_name":"x"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "cut.jsonl"), []byte("{\"a\":1}\n{\"a\":"), 0o644)
+	for _, f := range []string{"cut.parquet", "lies.parquet", "cut.jsonl"} {
+		_, err := ReadFile(filepath.Join(dir, f))
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: want an error naming the file, got %v", f, err)
+		}
+	}
+}
+
+func TestTaskFolders(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "t1", "tests"), 0o755)
+	os.WriteFile(filepath.Join(dir, "t1", "task.toml"), []byte("x=1"), 0o644)
+	rows, err := ReadPath(dir, "")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("%v %d", err, len(rows))
+	}
+	var m struct{ Name, Tar string }
+	json.Unmarshal(rows[0], &m)
+	if m.Name != "t1" || m.Tar == "" {
+		t.Fatalf("%+v", m)
+	}
+}
+
+func TestHub(t *testing.T) {
+	dir := t.TempDir()
+	var pq bytes.Buffer
+	w := parquet.NewGenericWriter[row](&pq)
+	w.Write([]row{{"hf1", nil, 1}})
+	w.Close()
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		hits++
+		switch r.URL.Path {
+		case "/api/datasets/org/ds/tree/v1":
+			w.Write([]byte(`[{"type":"file","path":"data/train-0.parquet"},{"type":"file","path":"README.md"}]`))
+		case "/datasets/org/ds/resolve/v1/data/train-0.parquet":
+			w.Write(pq.Bytes())
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	hub := &Hub{Endpoint: srv.URL, Token: "tok", CacheDir: dir, Client: srv.Client()}
+	r := &Reader{Hub: hub}
+	page, err := r.Read(context.Background(), abi.DatasetRequest{Source: "hf://org/ds@v1"})
+	if err != nil || len(page.Rows) != 1 || !strings.Contains(string(page.Rows[0]), "hf1") {
+		t.Fatalf("%v %s", err, page.Rows)
+	}
+	// Cached: a second reader works with the server gone.
+	srv.Close()
+	r2 := &Reader{Hub: hub}
+	if _, err := r2.Read(context.Background(), abi.DatasetRequest{Source: "hf://org/ds@v1"}); err != nil {
+		t.Fatalf("offline from cache: %v", err)
+	}
+	hub.Token = "wrong"
+	if _, err := (&Reader{Hub: &Hub{Endpoint: "http://127.0.0.1:1", CacheDir: t.TempDir(), Client: http.DefaultClient}}).Read(context.Background(), abi.DatasetRequest{Source: "hf://org/other"}); err == nil {
+		t.Fatal("unreachable hub gave no error")
+	}
+}
+
+func FuzzJSONRows(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n"))
+	f.Add([]byte(`[{"a":1}]`))
+	f.Add([]byte(`{"rows":[{"a":1}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if rows, err := decodeJSONL(bytes.NewReader(data)); err == nil {
+			for _, r := range rows {
+				if !json.Valid(r) {
+					t.Fatalf("invalid row %q", r)
+				}
+			}
+		}
+		decodeJSON(bytes.NewReader(data))
+	})
+}
+
+// FuzzParquet feeds mutated parquet files to the reader: it must return an
+// error, never panic. (Some mutations make the parquet library itself spin
+// for a long time; run it with -fuzztime and watch the exec rate.)
+func FuzzParquet(f *testing.F) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	w.Write([]row{{"p1", []byte("x"), 1}})
+	w.Close()
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		decodeParquet(bytes.NewReader(data), int64(len(data)))
+	})
+}
