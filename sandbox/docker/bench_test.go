@@ -1,0 +1,206 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+)
+
+// reportMedian adds the median of per-op durations as "median-ms/op"
+// (ns/op is a mean, which one slow outlier on a shared machine skews).
+func reportMedian(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2])/1e6, "median-ms/op")
+}
+
+func benchSandbox(b *testing.B, be *Backend) *Sandbox {
+	b.Helper()
+	sb, err := be.Start(context.Background(), sandbox.Spec{
+		Image:  sandboxtest.BaseImage(),
+		Labels: map[string]string{sandbox.LabelRun: "bench"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sb.Close(context.Background()) })
+	return sb.(*Sandbox)
+}
+
+// BenchmarkExecTrue is one command through the persistent shell.
+func BenchmarkExecTrue(b *testing.B) {
+	be := newBackend(b)
+	sb := benchSandbox(b, be)
+	ctx := context.Background()
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		r, err := sb.Exec(ctx, "true", sandbox.ExecOptions{})
+		if err != nil || r.ExitCode != 0 {
+			b.Fatalf("exec: %+v %v", r, err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	reportMedian(b, d)
+}
+
+// BenchmarkDockerExecCLI is the same command with `docker exec`, what a
+// harness that shells out per command pays.
+func BenchmarkDockerExecCLI(b *testing.B) {
+	be := newBackend(b)
+	sb := benchSandbox(b, be)
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("no docker CLI")
+	}
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if out, err := exec.Command("docker", "exec", sb.ID(), "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+		d = append(d, time.Since(t0))
+	}
+	reportMedian(b, d)
+}
+
+// BenchmarkStart is create, start and a ready shell, with the image
+// present. Removal is not timed.
+func BenchmarkStart(b *testing.B) {
+	be := newBackend(b)
+	ctx := context.Background()
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		sb, err := be.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: "bench"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+		b.StopTimer()
+		sb.Close(ctx)
+		b.StartTimer()
+	}
+	reportMedian(b, d)
+}
+
+// BenchmarkStart16 starts 16 sandboxes at once and reports the time until
+// all are ready, in total and per sandbox.
+func BenchmarkStart16(b *testing.B) {
+	const n = 16
+	be := newBackend(b)
+	ctx := context.Background()
+	var total []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		sbs := make([]sandbox.Sandbox, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				sbs[i], errs[i] = be.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: "bench"}})
+			})
+		}
+		wg.Wait()
+		total = append(total, time.Since(t0))
+		b.StopTimer()
+		var failed error
+		for i, sb := range sbs {
+			if sb != nil {
+				wg.Go(func() { sb.Close(ctx) })
+			}
+			if errs[i] != nil && failed == nil {
+				failed = errs[i]
+			}
+		}
+		wg.Wait()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		b.StartTimer()
+	}
+	slices.Sort(total)
+	med := total[len(total)/2]
+	b.ReportMetric(float64(med)/1e6, "median-total-ms")
+	b.ReportMetric(float64(med)/1e6/n, "median-ms/sandbox")
+}
+
+// BenchmarkRSS64 holds 64 open sandboxes and reports this process's
+// resident memory, the host-side cost of a wide run.
+func BenchmarkRSS64(b *testing.B) {
+	const n = 64
+	be := newBackend(b)
+	ctx := context.Background()
+	for b.Loop() {
+		before := vmRSS(b)
+		sbs := make([]sandbox.Sandbox, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i := range n {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				sbs[i], errs[i] = be.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: "bench"}})
+			})
+		}
+		wg.Wait()
+		// Every shell has answered at least once.
+		for i, sb := range sbs {
+			if errs[i] != nil {
+				continue
+			}
+			if _, err := sb.Exec(ctx, "echo hi", sandbox.ExecOptions{}); err != nil {
+				errs[i] = err
+			}
+		}
+		after := vmRSS(b)
+		b.ReportMetric(after/1024, "rss-MB")
+		b.ReportMetric((after-before)/1024/n, "rss-MB/sandbox")
+		var failed error
+		for i, sb := range sbs {
+			if sb != nil {
+				wg.Go(func() { sb.Close(ctx) })
+			}
+			if errs[i] != nil && failed == nil {
+				failed = errs[i]
+			}
+		}
+		wg.Wait()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+	}
+}
+
+// vmRSS reads this process's resident set in KiB.
+func vmRSS(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				v, err := strconv.ParseFloat(f[0], 64)
+				if err == nil {
+					return v
+				}
+			}
+		}
+	}
+	b.Fatal(fmt.Errorf("no VmRSS in /proc/self/status"))
+	return 0
+}

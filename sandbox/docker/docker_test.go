@@ -1,0 +1,208 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+)
+
+func newBackend(t testing.TB) *Backend {
+	t.Helper()
+	sandboxtest.RequireDocker(t)
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func start(t testing.TB, b *Backend, spec sandbox.Spec) *Sandbox {
+	t.Helper()
+	if spec.Image == "" && spec.BuildContext == nil {
+		spec.Image = sandboxtest.BaseImage()
+	}
+	if spec.Labels == nil {
+		spec.Labels = map[string]string{sandbox.LabelRun: "test-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	}
+	sb, err := b.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	return sb.(*Sandbox)
+}
+
+func TestConformance(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		return start(t, b, sandbox.Spec{Workdir: "/work"})
+	})
+}
+
+func TestSecureDefaults(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{})
+	r, err := sb.Exec(context.Background(), "ls /sys/class/net; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max", sandbox.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := r.Stdout
+	if strings.Contains(out, "eth0") || !strings.Contains(out, "lo") {
+		t.Errorf("network is not none: %s", out)
+	}
+	if !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Errorf("no-new-privileges not set: %s", out)
+	}
+	if !strings.Contains(out, "1024") {
+		t.Errorf("pids limit not the default 1024: %s", out)
+	}
+	if strings.Contains(out, "CapEff:\t000001ffffffffff") || strings.Contains(out, "CapEff:\t0000003fffffffff") {
+		t.Errorf("full capability set: %s", out)
+	}
+	// Root can still install and chown as tasks expect.
+	r, _ = sb.Exec(context.Background(), "useradd -m tester && chown tester /tmp && su tester -c 'id -un'", sandbox.ExecOptions{})
+	if r.ExitCode != 0 || strings.TrimSpace(r.Stdout) != "tester" {
+		t.Errorf("root lost a capability tasks need: %+v", r)
+	}
+}
+
+func TestEngineNotRunning(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Start(context.Background(), sandbox.Spec{Image: "x"})
+	if !errors.Is(err, sandbox.ErrEngine) || !strings.Contains(err.Error(), "make engine") {
+		t.Fatalf("want ErrEngine with a hint, got %v", err)
+	}
+	if _, err := b.Ping(context.Background()); !errors.Is(err, sandbox.ErrEngine) {
+		t.Fatalf("ping: want ErrEngine, got %v", err)
+	}
+}
+
+func buildContext(t testing.TB, dockerfile string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(dockerfile))
+	tw.Close()
+	return buf.Bytes()
+}
+
+func TestImageMissingAndUnbuildable(t *testing.T) {
+	b := newBackend(t)
+	_, err := b.Start(context.Background(), sandbox.Spec{Image: "proctor-no-such-image:1"})
+	var ie *sandbox.ImageError
+	if !errors.As(err, &ie) || !errors.Is(err, sandbox.ErrImage) {
+		t.Fatalf("missing image: want ImageError, got %v", err)
+	}
+	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN echo building-step && echo the-reason-it-broke >&2 && exit 3\n")
+	_, err = b.Start(context.Background(), sandbox.Spec{BuildContext: ctxTar})
+	if !errors.As(err, &ie) || !strings.Contains(ie.LogTail, "building-step") {
+		t.Fatalf("failed build: want the build log's tail, got %v", err)
+	}
+}
+
+func TestBuildSharedByConcurrentStarts(t *testing.T) {
+	b := newBackend(t)
+	stamp := time.Now().UnixNano()
+	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN echo "+strings.Repeat("x", 3)+" > /built && echo "+time.Unix(0, stamp).Format(time.RFC3339Nano)+" > /stamp\n")
+	var wg sync.WaitGroup
+	images := make([]string, 4)
+	for i := range images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb := start(t, b, sandbox.Spec{BuildContext: ctxTar})
+			r, _ := sb.Exec(context.Background(), "cat /stamp", sandbox.ExecOptions{})
+			images[i] = r.Stdout
+		}()
+	}
+	wg.Wait()
+	for _, s := range images[1:] {
+		if s != images[0] || s == "" {
+			t.Fatalf("starts saw different builds: %q", images)
+		}
+	}
+	out, _ := exec.Command("docker", "images", "-q", "--filter", "label=proctor.managed=true").Output()
+	_ = out
+}
+
+func TestContainerKilledMidExec(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{})
+	time.AfterFunc(500*time.Millisecond, func() {
+		exec.Command("docker", "kill", sb.ID()).Run()
+	})
+	_, err := sb.Exec(context.Background(), "sleep 60", sandbox.ExecOptions{})
+	if !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("want ErrGone, got %v", err)
+	}
+	if _, err := sb.Exec(context.Background(), "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("after the kill: want ErrGone, got %v", err)
+	}
+}
+
+func TestOOMKilled(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{MemoryMB: 64})
+	r, err := sb.Exec(context.Background(), "python3 -c 'x = bytearray(512 << 20); print(len(x))'", sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OOMKilled || r.TimedOut || r.ExitCode == 0 {
+		t.Fatalf("want OOMKilled, got %+v", r)
+	}
+	if r, err := sb.Exec(context.Background(), "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
+		t.Fatalf("shell died with the OOM-killed command: %+v %v", r, err)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	b := newBackend(t)
+	run := "prune-" + time.Now().Format("150405.000000")
+	for range 2 {
+		sb, err := b.Start(context.Background(), sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: run}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = sb // left running, as a killed run would
+	}
+	n, err := b.Prune(context.Background(), run)
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	if n, _ := b.Prune(context.Background(), run); n != 0 {
+		t.Fatalf("second prune found %d", n)
+	}
+}
+
+// A user that may not create a folder still gets WriteFile to work: the
+// folder is made by a separate exec as root.
+func TestWriteFileAsUnprivilegedUser(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp"})
+	ctx := context.Background()
+	if r, _ := sb.Exec(ctx, "mkdir /opt/denied", sandbox.ExecOptions{}); r.ExitCode == 0 {
+		t.Fatal("user nobody may write /opt; the test proves nothing")
+	}
+	if err := sb.WriteFile(ctx, "/opt/made/by/root/f.txt", []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "/opt/made/by/root/f.txt")
+	if err != nil || string(got) != "hi" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+}

@@ -1,0 +1,218 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/archive"
+)
+
+// build is one image build that concurrent starts share.
+type buildJob struct {
+	done  chan struct{}
+	image string
+	err   error
+}
+
+// ensureImage returns an image reference that exists locally: the spec's
+// image, pulled when allowed, or built from the spec's context.
+func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, error) {
+	if spec.Image != "" && !spec.ForceBuild {
+		ok, err := b.imagePresent(ctx, spec.Image)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return spec.Image, nil
+		}
+		if spec.Pull {
+			if err := b.pull(ctx, spec.Image); err == nil {
+				return spec.Image, nil
+			} else if len(spec.BuildContext) == 0 {
+				return "", err
+			}
+		}
+		if len(spec.BuildContext) == 0 {
+			return "", &sandbox.ImageError{Image: spec.Image, Reason: "not found locally and no build context; build it, or allow pulling ([sandbox] pull = true)"}
+		}
+	}
+	if len(spec.BuildContext) == 0 {
+		return "", &sandbox.ImageError{Image: spec.Image, Reason: "force_build is set but there is no build context"}
+	}
+	return b.buildOnce(ctx, spec)
+}
+
+// buildOnce builds a context at most once at a time: concurrent starts with
+// the same context (and Dockerfile) wait for the same build, and a built
+// image is reused by its content-hash tag.
+func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, error) {
+	h := sha256.New()
+	h.Write(spec.BuildContext)
+	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(spec.Network))
+	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
+
+	b.mu.Lock()
+	if bd, ok := b.builds[tag]; ok {
+		b.mu.Unlock()
+		select {
+		case <-bd.done:
+			return bd.image, bd.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	bd := &buildJob{done: make(chan struct{})}
+	b.builds[tag] = bd
+	b.mu.Unlock()
+
+	bd.image, bd.err = b.buildImage(ctx, spec, tag)
+	close(bd.done)
+	if bd.err != nil {
+		// A failed build may succeed later (a cancelled one certainly).
+		b.mu.Lock()
+		delete(b.builds, tag)
+		b.mu.Unlock()
+	}
+	return bd.image, bd.err
+}
+
+func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string) (string, error) {
+	if ok, err := b.imagePresent(ctx, tag); err != nil {
+		return "", err
+	} else if ok && !spec.ForceBuild {
+		return tag, nil
+	}
+	name := spec.Image
+	if name == "" {
+		name = tag
+	}
+	if err := archive.Check(bytes.NewReader(spec.BuildContext)); err != nil {
+		return "", &sandbox.ImageError{Image: name, Reason: "build context: " + err.Error()}
+	}
+	network := "none"
+	if spec.Network == sandbox.NetworkHost {
+		network = "host"
+	}
+	b.log.Info("building image", "image", name, "tag", tag)
+	resp, err := b.cli.ImageBuild(ctx, bytes.NewReader(spec.BuildContext), build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Dockerfile:  spec.Dockerfile,
+		Remove:      true,
+		ForceRemove: true,
+		NetworkMode: network,
+		Labels:      map[string]string{sandbox.LabelManaged: "true"},
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return "", &sandbox.ImageError{Image: name, Reason: "build: " + engineError(err).Error()}
+	}
+	defer resp.Body.Close()
+	tail, err := readStream(resp.Body, nil)
+	if err != nil {
+		return "", &sandbox.ImageError{Image: name, Reason: "build failed: " + err.Error(), LogTail: tail}
+	}
+	return tag, nil
+}
+
+// readStream reads the engine's JSON message stream of a build or pull,
+// keeping the last lines for errors and reporting progress lines.
+func readStream(r io.Reader, progress func(string)) (string, error) {
+	const keep = 40
+	var lines []string
+	add := func(s string) {
+		for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			lines = append(lines, l)
+			if len(lines) > keep {
+				lines = lines[1:]
+			}
+		}
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			Stream   string `json:"stream"`
+			Status   string `json:"status"`
+			Progress string `json:"progress"`
+			ID       string `json:"id"`
+			Error    string `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			add(sc.Text())
+			continue
+		}
+		if m.Error != "" {
+			add(m.Error)
+			return strings.Join(lines, "\n"), fmt.Errorf("%s", m.Error)
+		}
+		if m.Stream != "" {
+			add(m.Stream)
+		}
+		if m.Status != "" && progress != nil {
+			progress(strings.TrimSpace(m.ID + " " + m.Status + " " + m.Progress))
+		}
+	}
+	return strings.Join(lines, "\n"), sc.Err()
+}
+
+// pull pulls ref, retrying with backoff on rate limits and server errors.
+func (b *Backend) pull(ctx context.Context, ref string) error {
+	backoff := 2 * time.Second
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			b.log.Warn("pull failed, retrying", "image", ref, "attempt", attempt, "err", last)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			backoff *= 2
+		}
+		rc, err := b.cli.ImagePull(ctx, ref, image.PullOptions{})
+		if err == nil {
+			_, err = readStream(rc, func(s string) { b.log.Debug("pull", "image", ref, "progress", s) })
+			rc.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		last = engineError(err)
+		if !retryablePull(err) {
+			break
+		}
+	}
+	return &sandbox.ImageError{Image: ref, Reason: "pull: " + last.Error()}
+}
+
+func retryablePull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if client.IsErrConnectionFailed(err) {
+		return false
+	}
+	s := strings.ToLower(err.Error())
+	for _, k := range []string{"429", "toomanyrequests", "too many requests", "500", "502", "503", "504", "timeout", "connection reset", "eof"} {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return false
+}
