@@ -1,0 +1,217 @@
+// Package agent is what a rollout measures: the tool-calling loop, its
+// tools, and the agents that drive them (llm, oracle, nop, replay).
+//
+// The loop follows hermes-agent's semantics so trajectories stay comparable
+// and usable for training: up to MaxTurns model calls; it stops when the
+// model answers without tool calls; tool calls of a turn run in order; an
+// unknown tool or invalid JSON arguments are answered to the model, never
+// dispatched; tool failures are data for the model, not Go errors.
+//
+// The package owns the small interfaces it consumes: Model (one chat
+// completion) and Shell (what tools need from a sandbox).
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+// Message is an OpenAI chat message.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	// Reasoning is the model's reasoning (reasoning_content or reasoning),
+	// kept in the history as hermes-agent does.
+	Reasoning string `json:"reasoning_content,omitempty"`
+}
+
+// ToolCall is one function call the model asked for.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names a tool and carries its JSON arguments as text.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Usage counts tokens of one or more model calls.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+}
+
+func (u *Usage) add(v Usage) {
+	u.PromptTokens += v.PromptTokens
+	u.CompletionTokens += v.CompletionTokens
+	u.CachedTokens += v.CachedTokens
+	u.ReasoningTokens += v.ReasoningTokens
+}
+
+// Reply is one model answer.
+type Reply struct {
+	Message Message
+	Usage   Usage
+	// Logprobs keeps token ids and logprobs when the endpoint returns them.
+	Logprobs json.RawMessage
+}
+
+// Model is one chat completion.
+type Model interface {
+	Complete(ctx context.Context, messages []Message, tools []Schema) (Reply, error)
+}
+
+// ErrContextLength: the conversation no longer fits the model's context.
+// The loop ends with stop reason "context_length".
+var ErrContextLength = errors.New("context length exceeded")
+
+// Shell is what tools need from a sandbox.
+type Shell interface {
+	Exec(ctx context.Context, cmd string, opts sandbox.ExecOptions) (sandbox.ExecResult, error)
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
+}
+
+// Stop reasons.
+const (
+	StopDone          = "done"
+	StopMaxTurns      = "max_turns"
+	StopContextLength = "context_length"
+	StopModelError    = "model_error"
+	StopCancelled     = "cancelled"
+	StopOracle        = "oracle"
+	StopNop           = "nop"
+)
+
+// Trajectory is everything a rollout's agent did.
+type Trajectory struct {
+	Agent      string    `json:"agent"`
+	Model      string    `json:"model,omitempty"`
+	Tools      []string  `json:"tools,omitempty"`
+	Messages   []Message `json:"messages"`
+	Turns      []Turn    `json:"turns"`
+	StopReason string    `json:"stop_reason"`
+	Usage      Usage     `json:"usage"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Turn is one model call and the tool calls it asked for.
+type Turn struct {
+	Index     int             `json:"index"`
+	Usage     Usage           `json:"usage"`
+	ModelSecs float64         `json:"model_secs"`
+	Tools     []ToolTiming    `json:"tools,omitempty"`
+	Errors    []string        `json:"errors,omitempty"`
+	Logprobs  json.RawMessage `json:"logprobs,omitempty"`
+}
+
+// ToolTiming is one tool call's name, duration and whether it failed.
+type ToolTiming struct {
+	Name   string  `json:"name"`
+	Secs   float64 `json:"secs"`
+	Failed bool    `json:"failed,omitempty"`
+}
+
+// Loop is the llm agent.
+type Loop struct {
+	Model    Model
+	Tools    *Toolset
+	MaxTurns int
+	System   string
+	Name     string // model name, for the trajectory
+}
+
+// Run runs the loop on one prompt. It returns the trajectory so far with
+// any error: a model failure (after its retries) ends the rollout as an
+// infrastructure error, a context-length error is a normal stop.
+func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, error) {
+	tr := Trajectory{Agent: "llm", Model: l.Name, Tools: l.Tools.Names()}
+	if l.System != "" {
+		tr.Messages = append(tr.Messages, Message{Role: "system", Content: l.System})
+	}
+	tr.Messages = append(tr.Messages, Message{Role: "user", Content: prompt})
+	schemas := l.Tools.Schemas()
+	maxTurns := l.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 60
+	}
+	for i := 0; i < maxTurns; i++ {
+		if ctx.Err() != nil {
+			tr.StopReason = StopCancelled
+			return tr, nil
+		}
+		start := time.Now()
+		reply, err := l.Model.Complete(ctx, tr.Messages, schemas)
+		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(), Logprobs: reply.Logprobs}
+		tr.Usage.add(reply.Usage)
+		if err != nil {
+			turn.Errors = append(turn.Errors, err.Error())
+			tr.Turns = append(tr.Turns, turn)
+			switch {
+			case errors.Is(err, ErrContextLength):
+				tr.StopReason = StopContextLength
+				return tr, nil
+			case ctx.Err() != nil:
+				tr.StopReason = StopCancelled
+				return tr, nil
+			}
+			tr.StopReason = StopModelError
+			tr.Error = err.Error()
+			return tr, err
+		}
+		msg := reply.Message
+		msg.Role = "assistant"
+		tr.Messages = append(tr.Messages, msg)
+		if len(msg.ToolCalls) == 0 {
+			tr.Turns = append(tr.Turns, turn)
+			tr.StopReason = StopDone
+			return tr, nil
+		}
+		for _, call := range msg.ToolCalls {
+			t0 := time.Now()
+			out, failed := l.Tools.Dispatch(ctx, sh, call)
+			turn.Tools = append(turn.Tools, ToolTiming{Name: call.Function.Name, Secs: time.Since(t0).Seconds(), Failed: failed})
+			tr.Messages = append(tr.Messages, Message{Role: "tool", ToolCallID: call.ID, Name: call.Function.Name, Content: out})
+		}
+		tr.Turns = append(tr.Turns, turn)
+	}
+	tr.StopReason = StopMaxTurns
+	return tr, nil
+}
+
+// errorJSON is how tools and the loop answer failures to the model.
+func errorJSON(format string, args ...any) string {
+	b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(format, args...)})
+	return string(b)
+}
+
+// Truncate keeps 40% head and 60% tail of outputs over max characters,
+// with a marker saying how much was cut.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	head := max * 4 / 10
+	tail := max - head
+	return s[:head] + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", len(s)-max, len(s)) + s[len(s)-tail:]
+}
+
+// MaxToolOutput is the cap on what one tool call returns to the model.
+const MaxToolOutput = 50000
+
+func trimOut(s string) string { return Truncate(strings.ToValidUTF8(s, "\uFFFD"), MaxToolOutput) }
