@@ -227,11 +227,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir}
 	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		s.remove()
+		s.remove(ctx)
 		return nil, fmt.Errorf("start container from %s: %w", image, engineError(err))
 	}
 	if err := s.attachShell(ctx, spec.User, env); err != nil {
-		s.remove()
+		s.remove(ctx)
 		return nil, err
 	}
 	if s.workdir == "" {
@@ -490,13 +490,13 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		if s.sh != nil {
 			s.sh.Close()
 		}
-		s.closeErr = s.remove()
+		s.closeErr = s.remove(ctx)
 	})
 	return s.closeErr
 }
 
-func (s *Sandbox) remove() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func (s *Sandbox) remove(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.b.cli.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !client.IsErrNotFound(err) {
