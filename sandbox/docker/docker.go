@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,6 +154,7 @@ type Sandbox struct {
 	b       *Backend
 	id      string
 	workdir string
+	user    string // spec.User
 	sh      *shell.Shell
 	hijack  interface{ Close() error }
 
@@ -225,7 +227,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: spec.User}
 	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		s.remove(ctx)
 		return nil, fmt.Errorf("start container from %s: %w", image, engineError(err))
@@ -306,8 +308,10 @@ func (w writeCloser) Close() error                { return w.hj.CloseWrite() }
 // killGroup kills a process group from a separate exec, for when a call's
 // context ends while the shell's command still runs.
 func (s *Sandbox) killGroup(ctx context.Context, pgid int) error {
+	// As the shell's own user: in a container whose user is not root, an
+	// exec as root has no capabilities, so no CAP_KILL either.
 	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User: "0",
+		User: s.user,
 		Cmd:  []string{"kill", "-KILL", "--", fmt.Sprintf("-%d", pgid)},
 	})
 	if err != nil {
@@ -360,29 +364,101 @@ func (s *Sandbox) mkdir(ctx context.Context, dir string) error {
 	if r.ExitCode == 0 {
 		return nil
 	}
+	if err := s.rootExec(ctx, "mkdir", "-p", "--", dir); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// rootExec runs argv as root in a separate exec (about 50 ms), for work
+// that must not depend on the shell's user or state.
+func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		User:         "0",
-		Cmd:          []string{"mkdir", "-p", "--", dir},
+		Cmd:          argv,
 		AttachStderr: true,
 	})
 	if err != nil {
-		return fmt.Errorf("mkdir %s: %w", dir, engineError(err))
+		return engineError(err)
 	}
 	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return fmt.Errorf("mkdir %s: %w", dir, engineError(err))
+		return engineError(err)
 	}
 	var stderr bytes.Buffer
 	_, _ = stdcopy.StdCopy(io.Discard, &stderr, io.LimitReader(hj.Reader, 64<<10))
 	hj.Close()
 	st, err := s.b.cli.ContainerExecInspect(ctx, ex.ID)
 	if err != nil {
-		return fmt.Errorf("mkdir %s: %w", dir, engineError(err))
+		return engineError(err)
 	}
 	if st.ExitCode != 0 {
-		return fmt.Errorf("mkdir %s: %s", dir, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%s: exit %d: %s", argv[0], st.ExitCode, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// copyTo extracts a tar archive into dir, owned by the sandbox's user. The
+// engine resolves a user name in the container's passwd but not a numeric
+// "uid[:gid]"; for those the archive's headers are rewritten to the ids
+// (a chown as root cannot do it: an exec in a container whose user is not
+// root gets no capabilities).
+func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
+	uid, gid, numeric := numericUser(s.user)
+	if numeric {
+		var err error
+		if data, err = chownArchive(data, uid, gid); err != nil {
+			return err
+		}
+	}
+	err := s.b.cli.CopyToContainer(ctx, s.id, dir, bytes.NewReader(data), container.CopyToContainerOptions{CopyUIDGID: !numeric})
+	return engineError(err)
+}
+
+// numericUser parses "uid" or "uid:gid" (gid 0 when missing, as the
+// engine runs it).
+func numericUser(u string) (uid, gid int, ok bool) {
+	us, gs, hasGid := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil {
+		return 0, 0, false
+	}
+	if hasGid {
+		if gid, err = strconv.Atoi(gs); err != nil {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+// chownArchive rewrites every header of a (checked) archive to uid:gid.
+func chownArchive(data []byte, uid, gid int) ([]byte, error) {
+	tr, err := archive.Reader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read archive: %w", err)
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // WriteFile writes data to p, creating parent folders.
@@ -404,8 +480,8 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	}
 	tw.Write(data)
 	tw.Close()
-	if err := s.b.cli.CopyToContainer(ctx, s.id, path.Dir(full), &buf, container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
-		return fmt.Errorf("write %s: %w", p, engineError(err))
+	if err := s.copyTo(ctx, path.Dir(full), buf.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
 }
@@ -461,8 +537,8 @@ func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
 	if err := s.mkdir(ctx, full); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
-	if err := s.b.cli.CopyToContainer(ctx, s.id, full, bytes.NewReader(data), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, engineError(err))
+	if err := s.copyTo(ctx, full, data); err != nil {
+		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
 	return nil
 }

@@ -206,3 +206,41 @@ func TestWriteFileAsUnprivilegedUser(t *testing.T) {
 		t.Fatalf("read back %q, %v", got, err)
 	}
 }
+
+// The engine cannot resolve a numeric user for ownership; written and
+// uploaded files must still belong to it.
+func TestFilesOwnedByNumericUser(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{User: "4242:4343", Workdir: "/tmp/w"})
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/opt/numeric/f.txt", []byte("hi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "./pkg/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: 7})
+	tw.WriteHeader(&tar.Header{Name: "./pkg/a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1, Uid: 7})
+	tw.Write([]byte("a"))
+	tw.Close()
+	if err := sb.Upload(ctx, "up", &buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.Exec(ctx, "stat -c '%u:%g %n' /opt/numeric/f.txt up/pkg up/pkg/a && cat /opt/numeric/f.txt", sandbox.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "4242:4343 /opt/numeric/f.txt\n4242:4343 up/pkg\n4242:4343 up/pkg/a\nhi"
+	if r.Stdout != want {
+		t.Fatalf("ownership:\n%s\nwant:\n%s\nstderr: %s", r.Stdout, want, r.Stderr)
+	}
+	// Cancelling a call kills the command though root has no CAP_KILL here.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := sb.Exec(cctx, "sleep 331", sandbox.ExecOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want DeadlineExceeded, got %v", err)
+	}
+	r, err = sb.Exec(ctx, "ps -eo args | grep -c '^sleep 331' || true", sandbox.ExecOptions{})
+	if err != nil || strings.TrimSpace(r.Stdout) != "0" {
+		t.Fatalf("cancelled command still runs: %q %v", r.Stdout, err)
+	}
+}
