@@ -1,0 +1,322 @@
+// Package openai is the agent's model client for any OpenAI-compatible
+// chat completions endpoint, over openai-go (the only package importing
+// it). It owns retries: exponential backoff with jitter, Retry-After
+// honoured, on 429, 5xx, connection errors and timeouts, bounded by a
+// per-rollout budget; a 4xx that will not change fails at once; a
+// context-length error becomes agent.ErrContextLength. One Limiter shared
+// by all rollouts of a run caps concurrent requests and makes them back off
+// together when the endpoint says to.
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/proctor-dev/proctor/agent"
+)
+
+// Config describes the endpoint and sampling.
+type Config struct {
+	BaseURL        string
+	Model          string
+	APIKey         string // read from the environment variable the config names; never logged
+	Temperature    *float64
+	MaxTokens      int
+	ExtraBody      map[string]any
+	RequestTimeout time.Duration
+	RetryBudget    int // retries per rollout (default 8)
+	BaseBackoff    time.Duration
+	MaxBackoff     time.Duration
+}
+
+// Limiter is shared by every rollout of a run.
+type Limiter struct {
+	sem   chan struct{}
+	mu    sync.Mutex
+	until time.Time
+}
+
+// NewLimiter allows at most n requests at once.
+func NewLimiter(n int) *Limiter {
+	if n <= 0 {
+		n = 64
+	}
+	return &Limiter{sem: make(chan struct{}, n)}
+}
+
+func (l *Limiter) acquire(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		wait := time.Until(l.until)
+		l.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *Limiter) release() { <-l.sem }
+
+// pause makes every caller wait until t.
+func (l *Limiter) pause(t time.Time) {
+	l.mu.Lock()
+	if t.After(l.until) {
+		l.until = t
+	}
+	l.mu.Unlock()
+}
+
+// Factory makes one Client per rollout over a shared connection pool and
+// limiter.
+type Factory struct {
+	cfg Config
+	c   oa.Client
+	lim *Limiter
+}
+
+// NewFactory prepares the endpoint.
+func NewFactory(cfg Config, lim *Limiter) *Factory {
+	if cfg.RetryBudget <= 0 {
+		cfg.RetryBudget = 8
+	}
+	if cfg.BaseBackoff <= 0 {
+		cfg.BaseBackoff = time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Minute
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Minute
+	}
+	key := cfg.APIKey
+	if key == "" {
+		key = "none"
+	}
+	c := oa.NewClient(option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
+	return &Factory{cfg: cfg, c: c, lim: lim}
+}
+
+// New makes the client of one rollout, with its own retry budget.
+func (f *Factory) New() *Client { return &Client{f: f, left: f.cfg.RetryBudget} }
+
+// Client is one rollout's model.
+type Client struct {
+	f    *Factory
+	left int
+}
+
+var _ agent.Model = (*Client)(nil)
+
+// ErrBudget: the rollout's retries ran out.
+var ErrBudget = errors.New("model retry budget exhausted")
+
+// Complete sends one chat completion, retrying what can be retried.
+func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []agent.Schema) (agent.Reply, error) {
+	body := map[string]any{"model": c.f.cfg.Model, "messages": msgs}
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if c.f.cfg.Temperature != nil {
+		body["temperature"] = *c.f.cfg.Temperature
+	}
+	if c.f.cfg.MaxTokens > 0 {
+		body["max_tokens"] = c.f.cfg.MaxTokens
+	}
+	for k, v := range c.f.cfg.ExtraBody {
+		body[k] = v
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		reply, err := c.once(ctx, body)
+		if err == nil {
+			return reply, nil
+		}
+		var retryAfter time.Duration
+		var ae *afterError
+		if errors.As(err, &ae) {
+			retryAfter = ae.after
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return agent.Reply{}, err
+		}
+		last = err
+		if c.left <= 0 {
+			return agent.Reply{}, fmt.Errorf("%w after %d tries: %v", ErrBudget, attempt+1, last)
+		}
+		c.left--
+		wait := backoff(c.f.cfg.BaseBackoff, c.f.cfg.MaxBackoff, attempt)
+		if retryAfter > 0 {
+			wait = retryAfter
+			c.f.lim.pause(time.Now().Add(retryAfter))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return agent.Reply{}, ctx.Err()
+		}
+	}
+}
+
+func backoff(base, maxB time.Duration, attempt int) time.Duration {
+	d := base << min(attempt, 20)
+	if d > maxB || d <= 0 {
+		d = maxB
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryError marks failures worth another try.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+func retryable(err error) bool {
+	var re *retryError
+	return errors.As(err, &re)
+}
+
+type response struct {
+	Choices []struct {
+		Message struct {
+			Content          *string          `json:"content"`
+			ReasoningContent string           `json:"reasoning_content"`
+			Reasoning        string           `json:"reasoning"`
+			ToolCalls        []agent.ToolCall `json:"tool_calls"`
+		} `json:"message"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+		FinishReason string          `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+}
+
+func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, error) {
+	if err := c.f.lim.acquire(ctx); err != nil {
+		return agent.Reply{}, err
+	}
+	defer c.f.lim.release()
+	rctx, cancel := context.WithTimeout(ctx, c.f.cfg.RequestTimeout)
+	defer cancel()
+	var raw json.RawMessage
+	var httpResp *http.Response
+	err := c.f.c.Post(rctx, "chat/completions", body, &raw, option.WithResponseInto(&httpResp))
+	if err != nil {
+		return agent.Reply{}, classify(ctx, rctx, err)
+	}
+	var r response
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return agent.Reply{}, &retryError{fmt.Errorf("model response is not a chat completion: %v", err)}
+	}
+	if len(r.Choices) == 0 {
+		return agent.Reply{}, &retryError{errors.New("model response has no choices")}
+	}
+	ch := r.Choices[0]
+	m := agent.Message{Role: "assistant", ToolCalls: ch.Message.ToolCalls, Reasoning: ch.Message.ReasoningContent}
+	if ch.Message.Content != nil {
+		m.Content = *ch.Message.Content
+	}
+	if m.Reasoning == "" {
+		m.Reasoning = ch.Message.Reasoning
+	}
+	for i := range m.ToolCalls {
+		if m.ToolCalls[i].Type == "" {
+			m.ToolCalls[i].Type = "function"
+		}
+		if m.ToolCalls[i].ID == "" {
+			m.ToolCalls[i].ID = fmt.Sprintf("call_%d", i)
+		}
+	}
+	reply := agent.Reply{Message: m, Usage: agent.Usage{
+		PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens,
+		CachedTokens: r.Usage.PromptTokensDetails.CachedTokens, ReasoningTokens: r.Usage.CompletionTokensDetails.ReasoningTokens,
+	}}
+	if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
+		reply.Logprobs = ch.Logprobs
+	}
+	return reply, nil
+}
+
+// classify sorts a failed request: context length, retryable (with the
+// server's Retry-After), or final.
+func classify(ctx, rctx context.Context, err error) error {
+	var apiErr *oa.Error
+	if errors.As(err, &apiErr) {
+		msg := strings.ToLower(apiErr.Message + " " + apiErr.Code + " " + apiErr.RawJSON())
+		status := apiErr.StatusCode
+		if status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge {
+			if strings.Contains(msg, "context_length") || strings.Contains(msg, "context length") || strings.Contains(msg, "maximum context") || strings.Contains(msg, "too many tokens") {
+				return fmt.Errorf("%w: %s", agent.ErrContextLength, apiErr.Message)
+			}
+		}
+		if status == http.StatusTooManyRequests || status >= 500 || status == http.StatusRequestTimeout || status == 409 {
+			re := &retryError{fmt.Errorf("model endpoint: HTTP %d: %s", status, apiErr.Message)}
+			return &afterError{re, retryAfter(apiErr.Response)}
+		}
+		return fmt.Errorf("model endpoint: HTTP %d: %s (not retried: fix the request, the model name or the key)", status, apiErr.Message)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if rctx.Err() != nil {
+		return &retryError{fmt.Errorf("model request timed out: %w", err)}
+	}
+	return &retryError{fmt.Errorf("model endpoint: %w", err)}
+}
+
+// afterError carries the server's Retry-After.
+type afterError struct {
+	*retryError
+	after time.Duration
+}
+
+func retryAfter(r *http.Response) time.Duration {
+	if r == nil {
+		return 0
+	}
+	v := r.Header.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return min(time.Duration(s*float64(time.Second)), 5*time.Minute)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(time.Until(t), 0), 5*time.Minute)
+	}
+	return 0
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/bundled"
+	"github.com/proctor-dev/proctor/sandbox/docker"
+)
+
+type doctorCmd struct {
+	Image string `help:"Base image to look for." default:"proctor-base:bookworm" env:"PROCTOR_BASE_IMAGE"`
+	Dir   string `help:"Folder whose free disk space is checked (run directories go here)." default:"."`
+}
+
+type check struct {
+	name string
+	ok   bool
+	info string
+	hint string
+}
+
+func (c doctorCmd) Run(g *globals) error {
+	ctx, cancel := context.WithTimeout(g.ctx, 20*time.Second)
+	defer cancel()
+	var checks []check
+
+	info, err := docker.Ping(ctx)
+	if err != nil {
+		checks = append(checks, check{name: "docker engine", info: err.Error(),
+			hint: "start one with `make engine` (scripts/engine.sh), or set DOCKER_HOST"})
+	} else {
+		checks = append(checks, check{name: "docker engine", ok: true,
+			info: fmt.Sprintf("server %s, API %s", info.ServerVersion, info.APIVersion)})
+		present, err := docker.ImagePresent(ctx, c.Image)
+		switch {
+		case err != nil:
+			checks = append(checks, check{name: "base image", info: err.Error()})
+		case !present:
+			checks = append(checks, check{name: "base image", info: c.Image + " not found",
+				hint: "build it from Debian packages with `make base-image`"})
+		default:
+			checks = append(checks, check{name: "base image", ok: true, info: c.Image})
+		}
+	}
+
+	checks = append(checks, diskCheck("disk space (run directory)", c.Dir, 2<<30))
+	if info.RootDir != "" {
+		checks = append(checks, diskCheck("disk space (docker)", info.RootDir, 10<<30))
+	}
+
+	cache, err := os.UserCacheDir()
+	if v := os.Getenv("PROCTOR_CACHE_DIR"); v != "" {
+		cache, err = v, nil
+	}
+	if err == nil {
+		err = writable(filepath.Join(cache, "proctor"))
+	}
+	if err != nil {
+		checks = append(checks, check{name: "cache directory", info: err.Error(), hint: "set PROCTOR_CACHE_DIR to a writable folder"})
+	} else {
+		checks = append(checks, check{name: "cache directory", ok: true, info: cache})
+	}
+
+	if names := bundled.Names(); len(names) == 0 {
+		checks = append(checks, check{name: "bundled plugins", info: "none in this binary", hint: "build with `make build`"})
+	} else {
+		checks = append(checks, check{name: "bundled plugins", ok: true, info: fmt.Sprint(names)})
+	}
+
+	failed := 0
+	for _, ch := range checks {
+		mark := "ok  "
+		if !ch.ok {
+			mark = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(g.stdout, "%s %-28s %s\n", mark, ch.name, ch.info)
+		if !ch.ok && ch.hint != "" {
+			fmt.Fprintf(g.stdout, "     %-28s hint: %s\n", "", ch.hint)
+		}
+	}
+	if failed > 0 {
+		return &infraError{err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
+	}
+	return nil
+}
+
+func diskCheck(name, dir string, want uint64) check {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return check{name: name, info: err.Error()}
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	c := check{name: name, ok: free >= want, info: fmt.Sprintf("%.1f GiB free in %s", float64(free)/(1<<30), dir)}
+	if !c.ok {
+		c.hint = fmt.Sprintf("free some space: proctor wants at least %.0f GiB there", float64(want)/(1<<30))
+	}
+	return c
+}
+
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// dockerAvailable reports whether an engine answers (testscript condition).
+func dockerAvailable() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := docker.Ping(ctx)
+	return err == nil
+}

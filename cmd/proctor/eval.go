@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/proctor-dev/proctor/host"
+	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/report"
+	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+type evalCmd struct {
+	Config string   `arg:"" help:"Run configuration (TOML)." type:"path"`
+	Set    []string `help:"Override a config key: --set section.key=value (repeatable)." placeholder:"KEY=VALUE"`
+	Out    string   `help:"Run directory (default: <run.out_dir>/<run.name>)."`
+	Resume bool     `help:"Continue the run in the directory (also the default when it has results)."`
+}
+
+// Manifest is manifest.json.
+type Manifest struct {
+	ProctorVersion string              `json:"proctor_version"`
+	RunID          string              `json:"run_id"`
+	Name           string              `json:"name"`
+	StartedAt      time.Time           `json:"started_at"`
+	ResumedAt      []time.Time         `json:"resumed_at,omitempty"`
+	FinishedAt     *time.Time          `json:"finished_at,omitempty"`
+	Plugin         PluginInfo          `json:"plugin"`
+	Model          map[string]string   `json:"model,omitempty"`
+	Agent          string              `json:"agent"`
+	Backend        string              `json:"backend"`
+	ConfigHash     string              `json:"config_hash"`
+	ImageDigests   map[string]string   `json:"image_digests,omitempty"`
+	SkippedTasks   []map[string]string `json:"skipped_tasks,omitempty"`
+}
+
+// PluginInfo says which plugin bytes ran.
+type PluginInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+	Source  string `json:"source"`
+}
+
+func runDir(c *config.Config, out string) string {
+	if out != "" {
+		return out
+	}
+	return filepath.Join(c.Run.OutDir, c.Run.Name)
+}
+
+func (e evalCmd) Run(g *globals) error {
+	ctx := g.ctx
+	c, err := loadConfig(e.Config, e.Set)
+	if err != nil {
+		return err
+	}
+	dir := runDir(c, e.Out)
+	store, err := results.Open(dir)
+	if err != nil {
+		return &infraError{err: err, hint: "check that the run directory is writable and the disk has room"}
+	}
+	defer store.Close()
+
+	// The manifest keeps the run id across resumes, so leftovers of a
+	// killed run can be found by label.
+	var man Manifest
+	manPath := filepath.Join(dir, results.ManifestFile)
+	if b, err := os.ReadFile(manPath); err == nil && json.Unmarshal(b, &man) == nil && man.RunID != "" {
+		man.ResumedAt = append(man.ResumedAt, time.Now().UTC())
+		if man.ConfigHash != c.Hash() {
+			fmt.Fprintf(g.stderr, "proctor: note: the config changed since this run started; only missing rollouts run\n")
+		}
+	} else {
+		man = Manifest{RunID: newRunID(c.Run.Name), Name: c.Run.Name, StartedAt: time.Now().UTC()}
+	}
+	man.FinishedAt = nil
+
+	be, prune, err := backend(ctx, c)
+	if err != nil {
+		return err
+	}
+	if prune != nil && len(man.ResumedAt) > 0 {
+		if n, err := prune(ctx, man.RunID); err != nil {
+			fmt.Fprintf(g.stderr, "proctor: warning: remove leftovers of the previous run: %v\n", err)
+		} else if n > 0 {
+			fmt.Fprintf(g.stderr, "proctor: removed %d leftover sandboxes of the interrupted run\n", n)
+		}
+	}
+
+	env, plugin, rt, err := environment(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.WithoutCancel(ctx))
+	ag, err := agentFor(c)
+	if err != nil {
+		return err
+	}
+	tasks, skipped, err := env.Tasks(ctx)
+	if err != nil {
+		return &usageError{err: fmt.Errorf("load tasks: %w", err), hint: "check [env.config] against the plugin's documentation (proctor plugin inspect " + c.Env.Plugin + ")"}
+	}
+	if len(tasks) == 0 {
+		return &usageError{err: errors.New("the config selects no tasks"), hint: "check the task filters in [env.config]; `proctor tasks` lists what is selected"}
+	}
+
+	m := plugin.Manifest()
+	man.ProctorVersion = version
+	man.Plugin = PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source}
+	man.Agent, man.Backend, man.ConfigHash = c.Agent.Kind, c.Sandbox.Backend, c.Hash()
+	if c.Agent.Kind == "llm" {
+		man.Model = map[string]string{"base_url": c.Model.BaseURL, "name": c.Model.Name}
+	}
+	man.SkippedTasks = nil
+	for _, s := range skipped {
+		man.SkippedTasks = append(man.SkippedTasks, map[string]string{"id": s.ID, "reason": s.Reason})
+		fmt.Fprintf(g.stderr, "proctor: warning: task %s skipped by the plugin: %s\n", s.ID, s.Reason)
+	}
+	if err := results.WriteJSONAtomic(manPath, man); err != nil {
+		return &infraError{err: err}
+	}
+	if resolved, err := c.Resolved(); err == nil {
+		if err := results.WriteFileAtomic(filepath.Join(dir, results.ConfigFile), resolved); err != nil {
+			return &infraError{err: err}
+		}
+	}
+
+	prices := c.Model.Prices
+	r := &host.Runner{
+		Env: env, Backend: be, Agent: ag, Store: store,
+		Progress: host.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration),
+		Config: host.Config{
+			RunID: man.RunID, Concurrency: c.Run.Concurrency, StartConcurrency: c.Run.SandboxStartConcurrency,
+			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
+			AgentTimeoutScale: c.Run.AgentTimeoutScale,
+			Timeouts: host.Timeouts{
+				SandboxStart: c.Run.SandboxStartTimeout.Duration, Setup: c.Run.SetupTimeout.Duration,
+				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
+			},
+			Spec: func(s *sandbox.Spec) {
+				if c.Sandbox.CPUs > 0 {
+					s.CPUs = c.Sandbox.CPUs
+				}
+				if c.Sandbox.MemoryMB > 0 {
+					s.MemoryMB = c.Sandbox.MemoryMB
+				}
+				if c.Sandbox.PidsMax > 0 {
+					s.PidsMax = c.Sandbox.PidsMax
+				}
+				s.Pull = c.Sandbox.Pull
+			},
+			Cost: func(u results.Usage) float64 {
+				return (float64(u.PromptTokens-u.CachedTokens)*prices.InputPerMTok +
+					float64(u.CachedTokens)*prices.CachedInputPerMTok +
+					float64(u.CompletionTokens)*prices.OutputPerMTok) / 1e6
+			},
+		},
+	}
+	st, runErr := r.Run(ctx, tasks)
+
+	sum := report.Summarize(store.Records())
+	if err := results.WriteJSONAtomic(filepath.Join(dir, results.SummaryFile), sum); err != nil && runErr == nil {
+		runErr = &infraError{err: err}
+	}
+	if !st.Interrupted {
+		now := time.Now().UTC()
+		man.FinishedAt = &now
+	}
+	results.WriteJSONAtomic(manPath, man)
+	fmt.Fprintf(g.stdout, "run %s: %s\n", man.RunID, dir)
+	report.Write(g.stdout, sum, "text")
+	switch {
+	case runErr != nil:
+		return &infraError{err: runErr, hint: "results so far are in " + dir + "; fix the cause and run the same command again to resume"}
+	case st.Interrupted:
+		fmt.Fprintf(g.stderr, "proctor: interrupted: %d rollouts recorded; run the same command again to resume\n", st.Finished+st.Skipped)
+		return errInterrupted
+	case sum.Outcomes[results.OutcomeInfraError] > 0:
+		fmt.Fprintf(g.stderr, "proctor: %d rollouts ended as infra_error (see the report)\n", sum.Outcomes[results.OutcomeInfraError])
+		return errSomeFailed
+	}
+	return nil
+}
+
+func isTTY(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+type tasksCmd struct {
+	Config string   `arg:"" help:"Run configuration (TOML)." type:"path"`
+	Set    []string `help:"Override a config key." placeholder:"KEY=VALUE"`
+}
+
+func (t tasksCmd) Run(g *globals) error {
+	c, err := loadConfig(t.Config, t.Set)
+	if err != nil {
+		return err
+	}
+	env, _, rt, err := environment(g.ctx, c)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(g.ctx)
+	tasks, skipped, err := env.Tasks(g.ctx)
+	if err != nil {
+		return &usageError{err: fmt.Errorf("load tasks: %w", err)}
+	}
+	for _, tk := range tasks {
+		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, tk.AgentTimeout)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(g.stderr, "skipped %s: %s\n", s.ID, s.Reason)
+	}
+	fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	return nil
+}
+
+type reportCmd struct {
+	Dir    string `arg:"" help:"Run directory." type:"existingdir"`
+	Format string `help:"text, json or md." default:"text" enum:"text,json,md"`
+}
+
+func (r reportCmd) Run(g *globals) error {
+	if _, err := os.Stat(filepath.Join(r.Dir, results.ResultsFile)); err != nil {
+		return &usageError{err: fmt.Errorf("%s has no %s", r.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	}
+	store, err := results.Open(r.Dir)
+	if err != nil {
+		return &infraError{err: err}
+	}
+	defer store.Close()
+	return report.Write(g.stdout, report.Summarize(store.Records()), r.Format)
+}
+
+type sandboxCmd struct {
+	Prune pruneCmd `cmd:"" help:"Remove sandboxes left by killed runs."`
+}
+
+type pruneCmd struct {
+	RunID string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+}
+
+func (p pruneCmd) Run(g *globals) error {
+	c := &config.Config{}
+	c.Sandbox.Backend = "docker"
+	_, prune, err := backend(g.ctx, c)
+	if err != nil {
+		return err
+	}
+	n, err := prune(g.ctx, p.RunID)
+	fmt.Fprintf(g.stdout, "removed %d sandboxes\n", n)
+	if err != nil {
+		return &infraError{err: err}
+	}
+	return nil
+}

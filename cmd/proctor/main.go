@@ -1,0 +1,208 @@
+// Command proctor runs LLM agents on sandboxed tasks and scores them.
+//
+// It is the only package that imports everything: it parses the command
+// line (kong), loads the run configuration and wires the plugin runtime, the
+// sandbox backend, the agent and the runner together. Errors map to the
+// documented exit codes in one place, exitCode.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// Exit codes, documented in docs/cli.md.
+const (
+	exitOK          = 0   // everything ran; every rollout has a final outcome
+	exitRolloutsErr = 1   // the run finished but some rollouts ended as infra_error
+	exitUsage       = 2   // bad flags, bad config, bad plugin reference
+	exitInfra       = 3   // the engine, a plugin or the run directory is unavailable
+	exitInterrupted = 130 // stopped by Ctrl-C (results so far are kept)
+)
+
+type cli struct {
+	LogLevel string `help:"Log level: debug, info, warn, error." default:"warn" enum:"debug,info,warn,error" name:"log-level"`
+
+	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
+	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
+	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
+	Plugin  pluginCmd  `cmd:"" help:"Inspect and check plugins."`
+	Sandbox sandboxCmd `cmd:"" help:"Manage sandboxes."`
+	Doctor  doctorCmd  `cmd:"" help:"Check that this machine can run proctor."`
+	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+// globals reach every command's Run.
+type globals struct {
+	stdout io.Writer
+	stderr io.Writer
+	ctx    context.Context
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("proctor"),
+		kong.Description("Run LLM agents on sandboxed tasks and score them."),
+		kong.UsageOnError(),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) {}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "proctor: error: %v\n", err)
+		return exitUsage
+	}
+	if len(args) == 0 {
+		args = []string{"--help"}
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		var pe *kong.ParseError
+		if errors.As(err, &pe) || kctx == nil {
+			printError(stderr, err)
+			return exitUsage
+		}
+		printError(stderr, err)
+		return exitUsage
+	}
+	if kctx.Error != nil || helpShown(args) {
+		return exitOK
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(c.LogLevel)})))
+
+	ctx, stop := interruptContext(stderr)
+	defer stop()
+	g := &globals{stdout: stdout, stderr: stderr, ctx: ctx}
+	if err := kctx.Run(g); err != nil {
+		code := exitCode(err)
+		if code != exitRolloutsErr && code != exitInterrupted {
+			printError(stderr, err)
+		}
+		return code
+	}
+	return exitOK
+}
+
+func helpShown(args []string) bool {
+	for _, a := range args {
+		if a == "--help" || a == "-h" {
+			return true
+		}
+	}
+	return false
+}
+
+// interruptContext cancels on the first Ctrl-C or SIGTERM so the run stops
+// starting rollouts, cancels the running ones and flushes results; a second
+// signal exits at once.
+func interruptContext(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		n := 0
+		for range sigs {
+			n++
+			if n == 1 {
+				fmt.Fprintln(stderr, "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)")
+				cancel(errInterrupted)
+				continue
+			}
+			fmt.Fprintln(stderr, "proctor: exiting at once")
+			os.Exit(exitInterrupted)
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// usageError marks mistakes of the user: bad flags, config or references.
+type usageError struct {
+	err  error
+	hint string
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// infraError marks an unavailable dependency: engine, plugin, run directory.
+type infraError struct {
+	err  error
+	hint string
+}
+
+func (e *infraError) Error() string { return e.err.Error() }
+func (e *infraError) Unwrap() error { return e.err }
+
+// errSomeFailed is returned by eval when rollouts ended as infra_error; the
+// run itself completed and its report was printed.
+var errSomeFailed = errors.New("some rollouts ended as infra_error")
+
+// exitCode is the one place errors become exit codes.
+func exitCode(err error) int {
+	var ue *usageError
+	var ie *infraError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.Is(err, errSomeFailed):
+		return exitRolloutsErr
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ie):
+		return exitInfra
+	default:
+		return exitInfra
+	}
+}
+
+// printError writes the age-style message: "proctor: error: ..." and, when
+// the error carries one, "proctor: hint: ...".
+func printError(w io.Writer, err error) {
+	msg := strings.TrimSpace(err.Error())
+	fmt.Fprintf(w, "proctor: error: %s\n", msg)
+	var ue *usageError
+	var ie *infraError
+	hint := ""
+	switch {
+	case errors.As(err, &ue):
+		hint = ue.hint
+	case errors.As(err, &ie):
+		hint = ie.hint
+	}
+	if hint != "" {
+		fmt.Fprintf(w, "proctor: hint: %s\n", hint)
+	}
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s))
+	return l
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run(g *globals) error {
+	fmt.Fprintf(g.stdout, "proctor %s\n", version)
+	return nil
+}

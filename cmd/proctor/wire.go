@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host"
+	"github.com/proctor-dev/proctor/host/bundled"
+	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/dataset"
+	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/docker"
+	"github.com/proctor-dev/proctor/sandbox/local"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// loadConfig maps config mistakes to usage errors with their hint.
+func loadConfig(path string, sets []string) (*config.Config, error) {
+	c, err := config.Load(path, sets)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			return nil, &usageError{err: err, hint: ce.Hint}
+		}
+		return nil, &usageError{err: err}
+	}
+	return c, nil
+}
+
+func cacheDir() string {
+	if d := os.Getenv("PROCTOR_CACHE_DIR"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "proctor-cache")
+	}
+	return filepath.Join(d, "proctor")
+}
+
+// loadedPlugin is a plugin with where it came from.
+type loadedPlugin struct {
+	*wasm.Plugin
+	source string
+}
+
+// loadPlugin loads a bundled plugin by short name or a .wasm file by path,
+// checking a sha256 pin when given.
+func loadPlugin(ctx context.Context, rt *wasm.Runtime, ref, pin string, baseDir string) (*loadedPlugin, error) {
+	var b []byte
+	var source string
+	if bundled.IsName(ref) {
+		var err error
+		b, err = bundled.Lookup(ref)
+		if err != nil {
+			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err)}
+		}
+		source = "bundled:" + ref
+	} else {
+		path := ref
+		if !filepath.IsAbs(path) && baseDir != "" {
+			path = filepath.Join(baseDir, path)
+		}
+		var err error
+		b, err = os.ReadFile(path)
+		if err != nil {
+			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "give a bundled name (" + strings.Join(bundled.Known, ", ") + ") or the path of a .wasm file"}
+		}
+		source = "file:" + path
+	}
+	p, err := rt.Load(ctx, ref, b)
+	if err != nil {
+		return nil, &infraError{err: err}
+	}
+	if pin != "" && !strings.EqualFold(strings.TrimPrefix(pin, "sha256:"), p.SHA256()) {
+		return nil, &usageError{err: fmt.Errorf("plugin %s has sha256 %s, but the config pins %s", ref, p.SHA256(), pin), hint: "refusing to run other bytes than pinned: update the pin only if you trust the new plugin"}
+	}
+	return &loadedPlugin{Plugin: p, source: source}, nil
+}
+
+func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
+	rt, err := wasm.NewRuntime(ctx, wasm.Config{
+		CacheDir:       filepath.Join(cacheDir(), "wasm"),
+		MemoryLimitMiB: c.Env.MemoryMB,
+		HookTimeout:    c.Env.HookTimeout.Duration,
+	})
+	if err != nil {
+		return nil, &infraError{err: fmt.Errorf("plugin runtime: %w", err)}
+	}
+	return rt, nil
+}
+
+// environment loads the config's plugin and wraps it for the runner.
+func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loadedPlugin, *wasm.Runtime, error) {
+	rt, err := newRuntime(ctx, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := loadPlugin(ctx, rt, c.Env.Plugin, c.Env.SHA256, c.BaseDir)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, err
+	}
+	if err := p.Grant(c.Env.Grants); err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, &usageError{err: err, hint: "grant the capabilities in [env] grants, or check that this is the plugin you meant"}
+	}
+	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
+	env := &host.PluginEnv{
+		Plugin:           p.Plugin,
+		Config:           c.PluginConfig(),
+		Dataset:          ds.Read,
+		Info:             abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
+		AllowHostNetwork: c.Sandbox.Network == "host",
+		Log:              slog.Default(),
+	}
+	return env, p, rt, nil
+}
+
+// backend makes the sandbox backend and checks that it answers.
+func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx context.Context, runID string) (int, error), error) {
+	switch c.Sandbox.Backend {
+	case "local":
+		return local.Backend{}, nil, nil
+	default:
+		b, err := docker.New()
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			_, err = b.Ping(pctx)
+			cancel()
+		}
+		if err != nil {
+			return nil, nil, &infraError{err: err, hint: "start the engine with `make engine`, or set [sandbox] backend = \"local\" for trusted development tasks"}
+		}
+		return b, b.Prune, nil
+	}
+}
+
+// agentFor builds the configured agent.
+func agentFor(c *config.Config) (host.Agent, error) {
+	switch c.Agent.Kind {
+	case "oracle":
+		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+			tr, err := agent.Oracle(ctx, in.Oracle)
+			if errors.Is(err, host.ErrNoOracle) {
+				err = host.WithClass(results.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
+			}
+			return host.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, err
+		}), nil
+	case "nop":
+		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+			tr := agent.Nop()
+			return host.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, nil
+		}), nil
+	case "replay":
+		script, err := agent.LoadScript(c.Resolve(c.Agent.Script))
+		if err != nil {
+			return nil, &usageError{err: err, hint: "agent.script is relative to the config file's folder"}
+		}
+		tools, err := agent.NewToolset(c.Agent.Tools)
+		if err != nil {
+			return nil, &usageError{err: err}
+		}
+		return loopAgent(func() agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
+	case "llm":
+		tools, err := agent.NewToolset(c.Agent.Tools)
+		if err != nil {
+			return nil, &usageError{err: err}
+		}
+		newModel, err := modelFor(c)
+		if err != nil {
+			return nil, err
+		}
+		return loopAgent(newModel, tools, c, "llm"), nil
+	}
+	return nil, &usageError{err: fmt.Errorf("unknown agent kind %q", c.Agent.Kind)}
+}
+
+type agentFunc func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error)
+
+func (f agentFunc) Run(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+	return f(ctx, in)
+}
+
+func loopAgent(model func() agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
+	return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+		system := c.Agent.SystemPrompt
+		if system == "" {
+			system = in.System
+		}
+		l := &agent.Loop{Model: model(), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
+		tr, err := l.Run(ctx, in.Sandbox, in.Prompt)
+		tr.Agent = kind
+		u := tr.Usage
+		out := host.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason,
+			Usage: results.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}}
+		if err != nil {
+			err = host.WithClass(results.ClassModel, err)
+		}
+		return out, err
+	})
+}
+
+// transcript is what transcripts/<id>.json holds.
+func transcript(in host.AgentInput, tr agent.Trajectory) any {
+	return map[string]any{
+		"rollout_id": in.RolloutID,
+		"task_id":    in.Task.ID,
+		"seed":       in.Seed,
+		"prompt":     in.Prompt,
+		"system":     in.System,
+		"trajectory": tr,
+	}
+}
+
+func newRunID(name string) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", name, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
+}
