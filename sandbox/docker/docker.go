@@ -509,7 +509,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	}
 	if h.Typeflag == tar.TypeSymlink {
 		// Follow the link through the shell's view of the file system.
-		r, err := s.sh.Exec(ctx, "cat -- "+shell.Quote(s.abs(p)), sandbox.ExecOptions{MaxOutput: 1 << 30})
+		r, err := s.sh.Exec(ctx, "/bin/cat -- "+shell.Quote(s.abs(p)), sandbox.ExecOptions{MaxOutput: 1 << 30})
 		if err != nil {
 			return nil, err
 		}
