@@ -45,7 +45,9 @@ lint: ## gofmt, go vet for linux and wasip1
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 
 demo: build base-image ## run the quickstart: fixture tasks with the oracle agent, then the report
-	$(BIN) eval examples/quickstart.toml --out runs/quickstart
+	@# Exit code 1 means some rollouts ended as infra_error: the fixtures
+	@# include a broken verifier on purpose, so the demo accepts it.
+	@$(BIN) eval examples/quickstart.toml --out runs/quickstart; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
 clean: ## remove build outputs
 	rm -rf bin $(BUNDLED)/*.wasm

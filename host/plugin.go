@@ -79,14 +79,18 @@ func (e *PluginEnv) NewRollout(ctx context.Context, t Task, info RolloutInfo) (R
 		return nil, err
 	}
 	r.inst = inst
+	r.fresh = func(ctx context.Context) (*wasm.Instance, error) {
+		return e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
+	}
 	return r, nil
 }
 
 type pluginRollout struct {
-	env  *PluginEnv
-	inst *wasm.Instance
-	req  abi.RolloutRequest
-	sb   sandbox.Sandbox
+	env   *PluginEnv
+	inst  *wasm.Instance
+	fresh func(context.Context) (*wasm.Instance, error)
+	req   abi.RolloutRequest
+	sb    sandbox.Sandbox
 }
 
 // classify tags plugin failures: a hook that failed on its own terms keeps
@@ -145,8 +149,16 @@ func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 	return p.System, p.User, err
 }
 
+// Oracle runs on an instance of its own: it runs under the agent's
+// timeout, and a timeout discards the instance it ran on, which must not
+// take the verifier's instance with it.
 func (r *pluginRollout) Oracle(ctx context.Context) error {
-	err := r.call(ctx, abi.HookOracle, r.req, nil)
+	inst, err := r.fresh(ctx)
+	if err != nil {
+		return classify(err)
+	}
+	defer inst.Close(context.WithoutCancel(ctx))
+	err = classify(inst.Call(ctx, abi.HookOracle, r.req, nil))
 	if errors.Is(err, wasm.ErrUnknown) {
 		return ErrNoOracle
 	}
