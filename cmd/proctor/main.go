@@ -55,14 +55,17 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// kongExit carries kong's exit request (after --help) out of Parse.
+type kongExit struct{ code int }
+
+func run(args []string, stdout, stderr io.Writer) (code int) {
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("proctor"),
 		kong.Description("Run LLM agents on sandboxed tasks and score them."),
 		kong.UsageOnError(),
 		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) {}),
+		kong.Exit(func(code int) { panic(kongExit{code}) }),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "proctor: error: %v\n", err)
@@ -71,18 +74,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		args = []string{"--help"}
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			ke, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = ke.code
+		}
+	}()
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		var pe *kong.ParseError
-		if errors.As(err, &pe) || kctx == nil {
-			printError(stderr, err)
-			return exitUsage
-		}
 		printError(stderr, err)
 		return exitUsage
-	}
-	if kctx.Error != nil || helpShown(args) {
-		return exitOK
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(c.LogLevel)})))
 
@@ -97,15 +101,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return exitOK
-}
-
-func helpShown(args []string) bool {
-	for _, a := range args {
-		if a == "--help" || a == "-h" {
-			return true
-		}
-	}
-	return false
 }
 
 // interruptContext cancels on the first Ctrl-C or SIGTERM so the run stops

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 )
 
 // TestMain lets testscript run this test binary as the real `proctor`
@@ -26,6 +29,11 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("ROOT", root)
+			env.Setenv("TB2_WASM", wasmtest.Build(t, "./plugins/tb2"))
+			env.Setenv("EXAMPLE_WASM", wasmtest.Build(t, "./plugins/example"))
+			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
+				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
+			}
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
 			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "DOCKER_HOST", "HOME"} {
 				if v, ok := os.LookupEnv(k); ok {

@@ -189,8 +189,13 @@ func Parse(data []byte, name string, sets []string) (*Config, error) {
 	}
 	var c Config
 	if _, err := toml.Decode(buf.String(), &c); err != nil {
+		// Positions refer to the re-encoded text: find the key in the file.
 		e := tomlError(name, err)
-		if ce, ok := e.(*Error); ok && ce.Key != "" {
+		ce, ok := e.(*Error)
+		if m := lastKey.FindStringSubmatch(err.Error()); ok && m != nil {
+			ce.Key, ce.Msg = m[1], strings.TrimPrefix(m[2], "incompatible types: ")
+		}
+		if ok && ce.Key != "" {
 			ce.Line = lineOf(data, ce.Key)
 		}
 		return nil, e
@@ -203,6 +208,8 @@ func Parse(data []byte, name string, sets []string) (*Config, error) {
 	}
 	return &c, nil
 }
+
+var lastKey = regexp.MustCompile(`last key "([^"]+)"\): (.*)`)
 
 func tomlError(name string, err error) error {
 	var pe toml.ParseError
