@@ -300,9 +300,12 @@ func classify(ctx, rctx context.Context, err error) error {
 
 // afterError carries the server's Retry-After.
 type afterError struct {
-	*retryError
+	re    *retryError
 	after time.Duration
 }
+
+func (e *afterError) Error() string { return e.re.Error() }
+func (e *afterError) Unwrap() error { return e.re }
 
 func retryAfter(r *http.Response) time.Duration {
 	if r == nil {

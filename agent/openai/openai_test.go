@@ -1,0 +1,135 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/agent/openai/openaitest"
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/local"
+)
+
+func client(srv *openaitest.Server, cfg Config) *Client {
+	cfg.BaseURL, cfg.Model = srv.URL(), "scripted"
+	if cfg.BaseBackoff == 0 {
+		cfg.BaseBackoff = 5 * time.Millisecond
+	}
+	return NewFactory(cfg, NewLimiter(4)).New()
+}
+
+var hello = []agent.Message{{Role: "user", Content: "hi"}}
+
+func TestRetriesHonourRetryAfter(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Status: 429, RetryAfter: "0.2"},
+		openaitest.Step{Status: 429, RetryAfter: "0.2"},
+		openaitest.Step{Body: openaitest.Reply("ok")},
+	)
+	defer srv.Close()
+	start := time.Now()
+	r, err := client(srv, Config{}).Complete(context.Background(), hello, nil)
+	if err != nil || r.Message.Content != "ok" {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if time.Since(start) < 350*time.Millisecond {
+		t.Errorf("Retry-After was not honoured")
+	}
+	if r.Usage.PromptTokens != 100 || r.Usage.CachedTokens != 40 || r.Usage.ReasoningTokens != 5 || r.Message.Reasoning == "" {
+		t.Errorf("usage or reasoning lost: %+v", r)
+	}
+}
+
+func TestServerErrorStormExhaustsBudget(t *testing.T) {
+	var steps []openaitest.Step
+	for range 10 {
+		steps = append(steps, openaitest.Step{Status: 500})
+	}
+	srv := openaitest.New(steps...)
+	defer srv.Close()
+	_, err := client(srv, Config{RetryBudget: 3}).Complete(context.Background(), hello, nil)
+	if !errors.Is(err, ErrBudget) || len(srv.Requests()) != 4 {
+		t.Fatalf("want the budget exhausted after 4 tries, got %v after %d", err, len(srv.Requests()))
+	}
+}
+
+func TestHangingResponseIsCut(t *testing.T) {
+	srv := openaitest.New(openaitest.Step{Delay: 10 * time.Second}, openaitest.Step{Body: openaitest.Reply("after")})
+	defer srv.Close()
+	r, err := client(srv, Config{RequestTimeout: 200 * time.Millisecond}).Complete(context.Background(), hello, nil)
+	if err != nil || r.Message.Content != "after" {
+		t.Fatalf("timeout then retry: %v %+v", err, r)
+	}
+}
+
+func TestFinalErrors(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Status: 400, Body: openaitest.Error("context_length_exceeded", "This model's maximum context length is 8192 tokens")},
+		openaitest.Step{Status: 401, Body: openaitest.Error("invalid_api_key", "bad key")},
+		openaitest.Step{Body: `{"choices":[]}`}, openaitest.Step{Body: `{"choices":[]}`},
+	)
+	defer srv.Close()
+	c := client(srv, Config{RetryBudget: 1})
+	if _, err := c.Complete(context.Background(), hello, nil); !errors.Is(err, agent.ErrContextLength) {
+		t.Errorf("context length: %v", err)
+	}
+	if _, err := c.Complete(context.Background(), hello, nil); err == nil || !strings.Contains(err.Error(), "401") || len(srv.Requests()) != 2 {
+		t.Errorf("401 must fail at once: %v", err)
+	}
+	if _, err := c.Complete(context.Background(), hello, nil); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "no choices") {
+		t.Errorf("empty choices: %v", err)
+	}
+}
+
+// TestLoopAgainstScriptedServer: an llm rollout driven by the scripted
+// server edits files in a real sandbox; bad arguments and unknown tools are
+// answered; the key never reaches the trajectory.
+func TestLoopAgainstScriptedServer(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Body: openaitest.Reply("", openaitest.Call{Name: "write_file", Args: map[string]any{"path": "app/main.py", "content": "print('hi')\n"}})},
+		openaitest.Step{Body: openaitest.Reply("", openaitest.Call{Name: "terminal", Args: `{"command": "ls`}, openaitest.Call{Name: "browser", Args: map[string]any{}})},
+		openaitest.Step{Status: 429, RetryAfter: "0"},
+		openaitest.Step{Body: openaitest.Reply("", openaitest.Call{Name: "patch", Args: map[string]any{"path": "app/main.py", "old_string": "'hi'", "new_string": "'hello'"}})},
+		openaitest.Step{Body: openaitest.Reply("", openaitest.Call{Name: "terminal", Args: map[string]any{"command": "python3 app/main.py"}})},
+		openaitest.Step{Body: openaitest.Reply("All done.")},
+	)
+	defer srv.Close()
+	sb, err := local.Backend{}.Start(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	tools, _ := agent.NewToolset([]string{"terminal", "file"})
+	c := client(srv, Config{APIKey: "sk-secret-test-key"})
+	l := &agent.Loop{Model: c, Tools: tools, MaxTurns: 10}
+	tr, err := l.Run(context.Background(), sb, "make it say hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.StopReason != agent.StopDone || len(tr.Turns) != 5 {
+		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
+	}
+	b, _ := sb.ReadFile(context.Background(), "app/main.py")
+	if string(b) != "print('hello')\n" {
+		t.Fatalf("file: %q", b)
+	}
+	js, _ := json.Marshal(tr)
+	for _, want := range []string{"Invalid JSON in tool arguments", "Unknown tool 'browser'", `hello\\n`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("trajectory lacks %q", want)
+		}
+	}
+	if strings.Contains(string(js), "sk-secret") {
+		t.Error("the API key reached the trajectory")
+	}
+	if got := srv.Requests()[0].Auth; got != "Bearer sk-secret-test-key" {
+		t.Errorf("auth header %q", got)
+	}
+	if tr.Usage.PromptTokens != 500 {
+		t.Errorf("usage %+v", tr.Usage)
+	}
+}
