@@ -254,7 +254,9 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	}
 
 	info := RolloutInfo{RunID: r.Config.RunID, RolloutID: id, TaskID: t.ID, Attempt: j.attempt, Seed: rec.Seed}
+	t0 := time.Now()
 	ro, err := r.Env.NewRollout(ctx, t, info)
+	rec.Phases["plugin_start"] = time.Since(t0).Seconds()
 	if err != nil {
 		return fail(results.ClassPlugin, fmt.Errorf("start plugin for task %s: %w", t.ID, err))
 	}
@@ -295,9 +297,11 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	defer func() {
 		cctx, cancel := cleanup()
 		defer cancel()
+		t0 := time.Now()
 		if err := sb.Close(cctx); err != nil {
 			r.Log.Warn("close sandbox", "rollout", id, "err", err)
 		}
+		rec.Phases["sandbox_stop"] = time.Since(t0).Seconds()
 	}()
 	ro.Bind(sb)
 

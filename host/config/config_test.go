@@ -1,0 +1,78 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExamplesLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no examples")
+	}
+	t.Setenv("OPENAI_API_KEY", "x")
+	for _, f := range files {
+		if _, err := Load(f, nil); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestMistakes(t *testing.T) {
+	cases := []struct{ toml, want, hint string }{
+		{"[run]\nconcurency = 2\n[env]\nplugin='x'", "x.toml:2: run.concurency: unknown key", `"run.concurrency"`},
+		{"[agnet]\nkind='nop'\n[env]\nplugin='x'", "x.toml:1: agnet: unknown key", `"agent"`},
+		{"[run]\nattempts = 'two'\n[env]\nplugin='x'", "x.toml:2: run.attempts", ""},
+		{"[agent]\nkind='nop'\n[model]\napi_key='sk'\n[env]\nplugin='x'", "secrets do not go", "api_key_env"},
+		{"[agent]\nkind='llm'\n[env]\nplugin='x'", "model.name", ""},
+		{"[agent]\nkind='nop'\n[sandbox]\nnetwork='bridge'\n[env]\nplugin='x'", "x.toml:4: sandbox.network", ""},
+		{"[agent]\nkind='nop'\n[run]\nverify_timeout='1 hour'\n[env]\nplugin='x'", "bad duration", ""},
+		{"[agent]\nkind='nop'\n", "env.plugin", ""},
+		{"[run\nname='x'", "x.toml", ""},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.toml), "x.toml", nil)
+		var ce *Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) || !strings.Contains(ce.Hint, c.hint) {
+			t.Errorf("%q: got %v (hint %q), want %q / %q", c.toml, err, hintOf(err), c.want, c.hint)
+		}
+	}
+}
+
+func hintOf(err error) string {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce.Hint
+	}
+	return ""
+}
+
+func TestSetOverrides(t *testing.T) {
+	c, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n[env.config]\na=1\n"), "/tmp/x.toml",
+		[]string{"agent.max_turns=7", "env.config.tasks=[\"a\",\"b\"]", "run.name=hello world", "run.agent_timeout=90s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.MaxTurns != 7 || c.Run.Name != "hello world" || c.Run.AgentTimeout.Seconds() != 90 || string(c.PluginConfig()) != `{"a":1,"tasks":["a","b"]}` {
+		t.Fatalf("%+v %s", c, c.PluginConfig())
+	}
+	if _, err := Parse([]byte("[env]\nplugin='x'\n"), "x.toml", []string{"agent.max_turn=3"}); err == nil || !strings.Contains(hintOf(err), "agent.max_turns") {
+		t.Fatalf("bad --set key: %v %q", err, hintOf(err))
+	}
+	res, _ := c.Resolved()
+	if !strings.Contains(string(res), "max_turns = 7") {
+		t.Fatalf("resolved:\n%s", res)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	b, _ := os.ReadFile("../../examples/quickstart.toml")
+	f.Add(b)
+	f.Add([]byte("[run]\nconcurrency = 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Parse(data, "fuzz.toml", nil)
+	})
+}
