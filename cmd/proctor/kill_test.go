@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+)
+
+// TestKillAndResume kills proctor with SIGKILL mid-run, resumes, and
+// checks that every (task, attempt) is recorded exactly once and no
+// container of the run is left.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	sandboxtest.RequireDocker(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "proctor")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	plugin := wasmtest.Build(t, "./plugins/example")
+	var tasks []string
+	for i := range 8 {
+		tasks = append(tasks, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
+	}
+	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 2; printf x > /tmp/answer.txt"}}]}]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[run]
+name = "kill"
+concurrency = 3
+attempts = 2
+[agent]
+kind = "replay"
+script = "script.json"
+[env]
+plugin = %q
+[env.config]
+tasks = [%s]
+`, plugin, strings.Join(tasks, ", "))), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill once some rollouts are recorded and others are in flight.
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if n := countLines(filepath.Join(out, "results.jsonl")); n >= 2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	before := countLines(filepath.Join(out, "results.jsonl"))
+	if before == 0 || before >= 16 {
+		t.Fatalf("killed with %d of 16 rollouts recorded; want some but not all", before)
+	}
+	var man struct {
+		RunID string `json:"run_id"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	json.Unmarshal(b, &man)
+	if left := containers(t, man.RunID); left == 0 {
+		t.Log("no containers in flight at the kill")
+	}
+
+	res := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
+	if b, err := res.CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, b)
+	}
+	seen := map[string]int{}
+	f, _ := os.Open(filepath.Join(out, "results.jsonl"))
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r struct {
+			TaskID  string `json:"task_id"`
+			Attempt int    `json:"attempt"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("bad line %q: %v", sc.Text(), err)
+		}
+		seen[fmt.Sprintf("%s#%d", r.TaskID, r.Attempt)]++
+	}
+	if len(seen) != 16 {
+		t.Errorf("%d identities recorded, want 16", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s recorded %d times", id, n)
+		}
+	}
+	if n := containers(t, man.RunID); n != 0 {
+		t.Errorf("%d containers of the run left after the resume", n)
+	}
+}
+
+func countLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func containers(t *testing.T, runID string) int {
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=proctor.run="+runID).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(strings.Fields(string(out)))
+}
