@@ -271,7 +271,10 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	err = p.run(ctx, "sandbox_start", r.Config.Timeouts.SandboxStart, func(ctx context.Context) error {
 		spec, err := ro.SandboxSpec(ctx)
 		if err != nil {
-			return WithClass(results.ClassPlugin, err)
+			if classOf(err, "") == "" {
+				err = WithClass(results.ClassPlugin, err)
+			}
+			return err
 		}
 		if spec.Labels == nil {
 			spec.Labels = map[string]string{}

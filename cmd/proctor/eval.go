@@ -18,7 +18,7 @@ import (
 
 type evalCmd struct {
 	Config string   `arg:"" help:"Run configuration (TOML)." type:"path"`
-	Set    []string `help:"Override a config key: --set section.key=value (repeatable)." placeholder:"KEY=VALUE"`
+	Set    []string `help:"Override a config key: --set section.key=value (repeatable)." placeholder:"KEY=VALUE" sep:"none"`
 	Out    string   `help:"Run directory (default: <run.out_dir>/<run.name>)."`
 	Resume bool     `help:"Continue the run in the directory (also the default when it has results)."`
 }
@@ -200,7 +200,7 @@ func isTTY(w any) bool {
 
 type tasksCmd struct {
 	Config string   `arg:"" help:"Run configuration (TOML)." type:"path"`
-	Set    []string `help:"Override a config key." placeholder:"KEY=VALUE"`
+	Set    []string `help:"Override a config key." placeholder:"KEY=VALUE" sep:"none"`
 }
 
 func (t tasksCmd) Run(g *globals) error {
