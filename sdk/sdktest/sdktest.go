@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Package sdktest runs a plugin's hooks natively, with plain `go test`,
 // against an emulated host: sandbox operations act on a temporary folder
 // through bash on this machine, datasets are read from files. It uses only
