@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +15,19 @@ import (
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
+// sharedCache lets the tests of this package compile each plugin once.
+var sharedCache = sync.OnceValue(func() string {
+	d, err := os.MkdirTemp("", "proctor-wasm-cache-")
+	if err != nil {
+		panic(err)
+	}
+	return d
+})
+
 func newRuntime(t testing.TB, cfg Config) *Runtime {
 	t.Helper()
 	if cfg.CacheDir == "" {
-		cfg.CacheDir = t.TempDir()
+		cfg.CacheDir = sharedCache()
 	}
 	r, err := NewRuntime(context.Background(), cfg)
 	if err != nil {
