@@ -119,6 +119,12 @@ func (r *pluginRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
 	if err := r.call(ctx, abi.HookSandbox, r.req, &s); err != nil {
 		return sandbox.Spec{}, err
 	}
+	return r.convertSpec(s)
+}
+
+// convertSpec turns the plugin's spec into a sandbox spec; network "host"
+// only when the run allows it.
+func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 	network := sandbox.Network(s.Network)
 	switch network {
 	case "", sandbox.NetworkNone:
@@ -170,11 +176,15 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (Verdict
 	if err := r.call(ctx, abi.HookVerify, abi.VerifyRequest{RolloutRequest: r.req, AgentTimedOut: agentTimedOut}, &v); err != nil {
 		return Verdict{}, err
 	}
+	return verdict(v), nil
+}
+
+func verdict(v abi.VerifyResponse) Verdict {
 	tests := make([]results.Test, len(v.Tests))
 	for i, t := range v.Tests {
 		tests[i] = results.Test{Name: t.Name, Status: t.Status, Message: t.Message}
 	}
-	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}, nil
+	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
 }
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
