@@ -213,14 +213,14 @@ func (s *Store) Append(rec Record) error {
 	if s.done[k] {
 		return fmt.Errorf("%s: %w", rec.RolloutID, ErrDuplicate)
 	}
-	path := filepath.Join(s.dir, ResultsFile)
+	// Errors from the file already name it.
 	if _, err := s.f.WriteAt(b, s.size); err != nil {
 		s.f.Truncate(s.size)
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	if err := s.f.Sync(); err != nil {
 		s.f.Truncate(s.size)
-		return fmt.Errorf("sync %s: %w", path, err)
+		return err
 	}
 	s.size += int64(len(b))
 	s.done[k] = true
