@@ -30,6 +30,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/proctor-dev/proctor/sandbox/archive"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -324,45 +325,7 @@ func TarGz(dir string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			link, _ = os.Readlink(p)
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
-		if d.IsDir() {
-			h.Name += "/"
-		}
-		h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(tw, f)
-			return err
-		}
-		return nil
-	})
+	err := archive.Pack(tw, dir, dir)
 	if err != nil {
 		return nil, err
 	}

@@ -200,3 +200,46 @@ func Extract(r io.Reader, dir string) error {
 		}
 	}
 }
+
+// Pack writes path (a file or a folder, walked in lexical order) to tw,
+// with entry names relative to base and without owner names. Links are
+// stored as links, never followed.
+func Pack(tw *tar.Writer, path, base string) error {
+	return filepath.Walk(path, func(p string, fi fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(base, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		h.Uname, h.Gname = "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+}

@@ -192,35 +192,7 @@ func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error)
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		base := filepath.Dir(full)
-		err := filepath.Walk(full, func(path string, fi fs.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(base, path)
-			link := ""
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				link, _ = os.Readlink(path)
-			}
-			h, err := tar.FileInfoHeader(fi, link)
-			if err != nil {
-				return err
-			}
-			h.Name = filepath.ToSlash(rel)
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if fi.Mode().IsRegular() {
-				f, err := os.Open(path)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				_, err = io.Copy(tw, f)
-				return err
-			}
-			return nil
-		})
+		err := archive.Pack(tw, full, filepath.Dir(full))
 		if err == nil {
 			err = tw.Close()
 		}
