@@ -62,3 +62,36 @@ func TestLLMRolloutSolvesTask(t *testing.T) {
 		t.Errorf("auth header %q", got)
 	}
 }
+
+// TestModelEndpointDown: an endpoint that keeps failing costs each rollout
+// its bounded retry budget and ends it as infra_error of class model; the
+// run finishes and says so with exit code 1.
+func TestModelEndpointDown(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	var steps []openaitest.Step
+	for range 40 {
+		steps = append(steps, openaitest.Step{Status: 503})
+	}
+	srv := openaitest.New(steps...)
+	defer srv.Close()
+	root, _ := filepath.Abs("../..")
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"eval", filepath.Join(root, "examples/quickstart.toml"),
+		"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/tb2"),
+		"--set", "env.config.dataset=" + filepath.Join(root, "testdata/tb2/tasks"),
+		"--set", `env.config.tasks=["hello-file","dash-instruction"]`,
+		"--set", "agent.kind=llm", "--set", "model.base_url=" + srv.URL(), "--set", "model.name=scripted",
+		"--set", "model.retry_budget=2", "--set", "run.retries=0",
+		"--out", out}, &stdout, &stderr)
+	if code != exitRolloutsErr {
+		t.Fatalf("exit %d, want %d\n%s", code, exitRolloutsErr, stderr.String())
+	}
+	res, _ := os.ReadFile(filepath.Join(out, "results.jsonl"))
+	if n := strings.Count(string(res), `"outcome":"infra_error","error_class":"model"`); n != 2 {
+		t.Fatalf("want 2 model infra errors, got %d:\n%s", n, res)
+	}
+	if n := len(srv.Requests()); n != 6 {
+		t.Errorf("%d requests, want 2 rollouts x 3 tries", n)
+	}
+}
