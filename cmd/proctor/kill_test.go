@@ -124,3 +124,72 @@ func containers(t *testing.T, runID string) int {
 	}
 	return len(strings.Fields(string(out)))
 }
+
+// TestInterrupt sends Ctrl-C (SIGINT) mid-run: proctor stops starting
+// rollouts, cancels the running ones, removes their containers, writes the
+// summary and exits 130; a resume then finishes the run.
+func TestInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	sandboxtest.RequireDocker(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "proctor")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	plugin := wasmtest.Build(t, "./plugins/example")
+	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 30"}}]}]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[run]
+concurrency = 2
+[agent]
+kind = "replay"
+script = "script.json"
+[env]
+plugin = %q
+[env.config]
+tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}, {id = "c", text = "x"}]
+`, plugin)), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once both running rollouts are in their agent phase.
+	var runID string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var man struct {
+			RunID string `json:"run_id"`
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == 2 {
+			runID = man.RunID
+			break
+		}
+	}
+	if runID == "" {
+		cmd.Process.Kill()
+		t.Fatalf("rollouts never started:\n%s", stderr.String())
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d (%v), want %d\n%s", code, err, exitInterrupted, stderr.String())
+	}
+	if n := countLines(filepath.Join(out, "results.jsonl")); n != 0 {
+		t.Errorf("%d interrupted rollouts recorded; they belong to the resume", n)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
+		t.Errorf("no summary after the interrupt: %v", err)
+	}
+	if n := containers(t, runID); n != 0 {
+		t.Errorf("%d containers left after Ctrl-C", n)
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+	}
+}
