@@ -307,6 +307,9 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		rec.Phases["sandbox_stop"] = time.Since(t0).Seconds()
 	}()
 	ro.Bind(sb)
+	if d, ok := sb.(interface{ ImageDigest() string }); ok {
+		rec.ImageDigest = d.ImageDigest()
+	}
 
 	if err := p.run(ctx, "setup", r.Config.Timeouts.Setup, ro.Setup); err != nil {
 		return fail(results.ClassSetup, phaseError("setup", err))

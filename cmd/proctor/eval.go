@@ -165,7 +165,20 @@ func (e evalCmd) Run(g *globals) error {
 	}
 	st, runErr := r.Run(ctx, tasks)
 
-	sum := report.Summarize(store.Records())
+	recs := store.Records()
+	for _, rec := range recs {
+		if rec.ImageDigest != "" {
+			if man.ImageDigests == nil {
+				man.ImageDigests = map[string]string{}
+			}
+			name := rec.Image
+			if name == "" {
+				name = "task:" + rec.TaskID
+			}
+			man.ImageDigests[name] = rec.ImageDigest
+		}
+	}
+	sum := report.Summarize(recs)
 	if err := results.WriteJSONAtomic(filepath.Join(dir, results.SummaryFile), sum); err != nil && runErr == nil {
 		runErr = &infraError{err: err}
 	}

@@ -155,6 +155,7 @@ type Sandbox struct {
 	id      string
 	workdir string
 	user    string // spec.User
+	image   string // the image's id (sha256:...), what actually ran
 	sh      *shell.Shell
 	hijack  interface{ Close() error }
 
@@ -164,6 +165,10 @@ type Sandbox struct {
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// ImageDigest is the id (sha256:...) of the image the container runs, so a
+// run records exactly what it ran on.
+func (s *Sandbox) ImageDigest() string { return s.image }
 
 // ID is the container's id.
 func (s *Sandbox) ID() string { return s.id }
@@ -228,6 +233,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
 	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: spec.User}
+	if ii, err := b.cli.ImageInspect(ctx, image); err == nil {
+		s.image = ii.ID
+	}
 	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		s.remove(ctx)
 		return nil, fmt.Errorf("start container from %s: %w", image, engineError(err))
