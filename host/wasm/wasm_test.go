@@ -180,9 +180,15 @@ func TestBadPlugins(t *testing.T) {
 
 func TestHostileHooks(t *testing.T) {
 	ctx := context.Background()
-	r := newRuntime(t, Config{HookTimeout: 2 * time.Second, MemoryLimitMiB: 128, MaxOutput: 8 << 20})
-	evil := load(t, r, "./host/wasm/testdata/evil")
-	evil.Grant([]string{abi.OpExec})
+	// The infinite loop gets a short deadline; the rest a long one, so that
+	// a slow machine (or -race) cannot turn a trap into a timeout.
+	short := newRuntime(t, Config{HookTimeout: 2 * time.Second, MemoryLimitMiB: 128, MaxOutput: 8 << 20})
+	long := newRuntime(t, Config{HookTimeout: 2 * time.Minute, MemoryLimitMiB: 128, MaxOutput: 8 << 20})
+	evilShort := load(t, short, "./host/wasm/testdata/evil")
+	evilShort.Grant([]string{abi.OpExec})
+	evilLong := load(t, long, "./host/wasm/testdata/evil")
+	evilLong.Grant([]string{abi.OpExec})
+	r := long
 	cases := map[string]error{
 		"trap":    ErrTrap,
 		"panic":   ErrTrap,
@@ -194,6 +200,10 @@ func TestHostileHooks(t *testing.T) {
 	}
 	for hook, want := range cases {
 		t.Run(hook, func(t *testing.T) {
+			evil := evilLong
+			if want == ErrTimeout {
+				evil = evilShort
+			}
 			inst, err := evil.Instantiate(ctx, InstanceConfig{})
 			if err != nil {
 				t.Fatal(err)
