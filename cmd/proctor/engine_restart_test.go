@@ -27,10 +27,7 @@ func TestEngineRestart(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	root, _ := filepath.Abs("../..")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "proctor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildProctor(t)
 	plugin := wasmtest.Build(t, "./plugins/example")
 	var tasks []string
 	for i := range 6 {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +26,7 @@ func TestKillAndResume(t *testing.T) {
 	}
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "proctor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildProctor(t)
 	plugin := wasmtest.Build(t, "./plugins/example")
 	var tasks []string
 	for i := range 8 {
@@ -134,10 +132,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "proctor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildProctor(t)
 	plugin := wasmtest.Build(t, "./plugins/example")
 	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 30"}}]}]}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
@@ -193,3 +188,30 @@ tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}, {id = "c", text = "x"}]
 		t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
 	}
 }
+
+// buildProctor builds the real binary once per test process, for tests
+// that must signal or kill it.
+func buildProctor(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "proctor-bin-")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "proctor")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			builtErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return builtBin
+}
+
+var (
+	builtOnce sync.Once
+	builtBin  string
+	builtErr  error
+)
