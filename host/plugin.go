@@ -24,12 +24,20 @@ type PluginEnv struct {
 	// Dataset serves dataset.read; nil refuses it.
 	Dataset func(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error)
 	Info    abi.HostInfo // proctor version, backend; rollout fields are filled per rollout
+	// Repos serves repo.checkout; nil refuses it.
+	Repos RepoSource
 	// AllowHostNetwork lets a plugin's spec ask for network "host".
 	AllowHostNetwork bool
 	Log              *slog.Logger
 }
 
 var _ Environment = (*PluginEnv)(nil)
+
+// RepoSource serves the tree of a repository at a commit as a tar stream
+// (see host/repocache). Close reports a failure met while streaming.
+type RepoSource interface {
+	Archive(ctx context.Context, url, commit string) (io.ReadCloser, string, error)
+}
 
 // Tasks runs tasks.load on a throwaway instance.
 func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
@@ -306,6 +314,30 @@ func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op 
 		abi.OpHostInfo: func(ctx context.Context, req []byte) ([]byte, error) {
 			return json.Marshal(info)
 		},
+	}
+	if e.Repos != nil {
+		ops[abi.OpRepoCheckout] = func(ctx context.Context, req []byte) ([]byte, error) {
+			var q abi.RepoCheckoutRequest
+			if err := decode(req, &q); err != nil {
+				return nil, err
+			}
+			sb, err := box()
+			if err != nil {
+				return nil, err
+			}
+			rc, id, err := e.Repos.Archive(ctx, q.URL, q.Commit)
+			if err != nil {
+				return nil, err
+			}
+			err = sb.Upload(ctx, q.Dir, rc)
+			if cerr := rc.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("check out %s at %s into %s: %w", q.URL, id, q.Dir, err)
+			}
+			return json.Marshal(abi.RepoCheckoutResponse{Commit: id})
+		}
 	}
 	if e.Dataset != nil {
 		ops[abi.OpDatasetRead] = func(ctx context.Context, req []byte) ([]byte, error) {

@@ -87,6 +87,15 @@ func Upload(dir string, tar []byte) error {
 	return call(abi.OpUpload, abi.UploadRequest{Dir: dir, Tar: tar}, nil)
 }
 
+// RepoCheckout puts the repository at url, at commit, into dir in the
+// sandbox, through the host's shared repository cache. It needs the
+// repo.checkout capability, which the run must grant.
+func RepoCheckout(url, commit, dir string) (string, error) {
+	var r abi.RepoCheckoutResponse
+	err := call(abi.OpRepoCheckout, abi.RepoCheckoutRequest{URL: url, Commit: commit, Dir: dir}, &r)
+	return r.Commit, err
+}
+
 // Download returns a sandbox path as a tar archive.
 func Download(path string) ([]byte, error) {
 	var r abi.DownloadResponse

@@ -17,6 +17,7 @@ import (
 	"github.com/proctor-dev/proctor/host/bundled"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/dataset"
+	"github.com/proctor-dev/proctor/host/repocache"
 	"github.com/proctor-dev/proctor/host/results"
 	"github.com/proctor-dev/proctor/host/wasm"
 	"github.com/proctor-dev/proctor/sandbox"
@@ -121,6 +122,7 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 		Plugin:           p.Plugin,
 		Config:           c.PluginConfig(),
 		Dataset:          ds.Read,
+		Repos:            repocache.New(filepath.Join(cacheDir(), "repos")),
 		Info:             abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
 		AllowHostNetwork: c.Sandbox.Network == "host",
 		Log:              slog.Default(),

@@ -191,7 +191,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		compiled.Close(ctx)
 		return nil, perr(ErrABI, fmt.Errorf("describe says ABI v%d; rebuild the plugin against sdk v%d", p.manifest.ABI, abi.Version))
 	}
-	for _, c := range p.manifest.Capabilities {
+	for _, c := range append(slices.Clone(p.manifest.Capabilities), p.manifest.OptionalCapabilities...) {
 		if !knownOp(c) {
 			compiled.Close(ctx)
 			return nil, perr(ErrBadOutput, fmt.Errorf("declares unknown capability %q", c))
@@ -202,7 +202,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 
 func knownOp(op string) bool {
 	switch op {
-	case abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpDatasetRead, abi.OpHostInfo:
+	case abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpDatasetRead, abi.OpHostInfo, abi.OpRepoCheckout:
 		return true
 	}
 	return false
@@ -241,7 +241,8 @@ func (p *Plugin) Manifest() abi.Manifest { return p.manifest }
 
 // Grant checks the plugin's declared capabilities against what the run
 // grants. Every declared capability must be granted; the error lists the
-// missing ones and says where to grant them.
+// missing ones and says where to grant them. Optional capabilities are
+// allowed when granted and denied otherwise.
 func (p *Plugin) Grant(grants []string) error {
 	var missing []string
 	p.allowed = map[string]bool{}
@@ -250,6 +251,11 @@ func (p *Plugin) Grant(grants []string) error {
 			p.allowed[c] = true
 		} else {
 			missing = append(missing, c)
+		}
+	}
+	for _, c := range p.manifest.OptionalCapabilities {
+		if slices.Contains(grants, c) {
+			p.allowed[c] = true
 		}
 	}
 	if len(missing) > 0 {

@@ -91,6 +91,10 @@ const (
 	OpDownload    = "sandbox.download"   // DownloadRequest → DownloadResponse (a tar)
 	OpDatasetRead = "dataset.read"       // DatasetRequest → DatasetResponse
 	OpHostInfo    = "host.info"          // Empty → HostInfo
+	// OpRepoCheckout puts a git repository at a commit into the sandbox,
+	// from a bare-repository cache the host keeps and shares between
+	// rollouts. The host, not the sandbox, reaches the repository's URL.
+	OpRepoCheckout = "repo.checkout" // RepoCheckoutRequest → RepoCheckoutResponse
 )
 
 // Error is the output of a failed hook or operation. Class tells the host
@@ -106,13 +110,17 @@ type Empty struct{}
 
 // Manifest is what describe returns.
 type Manifest struct {
-	Name         string          `json:"name"`
-	Version      string          `json:"version"`
-	ABI          int             `json:"abi"`
-	Description  string          `json:"description,omitempty"`
-	Hooks        []string        `json:"hooks"`
-	Capabilities []string        `json:"capabilities"`
-	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+	Name         string   `json:"name"`
+	Version      string   `json:"version"`
+	ABI          int      `json:"abi"`
+	Description  string   `json:"description,omitempty"`
+	Hooks        []string `json:"hooks"`
+	Capabilities []string `json:"capabilities"`
+	// OptionalCapabilities are operations the plugin uses only in some
+	// configurations. Unlike Capabilities, a run that does not grant them
+	// still loads the plugin; their calls are then denied.
+	OptionalCapabilities []string        `json:"optional_capabilities,omitempty"`
+	ConfigSchema         json.RawMessage `json:"config_schema,omitempty"`
 }
 
 // TasksRequest carries the run's [env.config] table.
@@ -292,6 +300,21 @@ type DatasetResponse struct {
 	Rows []json.RawMessage `json:"rows"`
 	Next int               `json:"next"`
 	EOF  bool              `json:"eof"`
+}
+
+// RepoCheckoutRequest asks for URL (https://, ssh://, git@host:path, or a
+// local path) at Commit (a full or abbreviated commit id, or a ref) in the
+// sandbox folder Dir. The checkout has no .git of its own: the plugin
+// decides what history the agent sees.
+type RepoCheckoutRequest struct {
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
+	Dir    string `json:"dir"`
+}
+
+// RepoCheckoutResponse names the commit actually checked out.
+type RepoCheckoutResponse struct {
+	Commit string `json:"commit"`
 }
 
 // HostInfo tells the plugin where it runs.

@@ -46,6 +46,23 @@ func New(t testing.TB) *Host {
 	return h
 }
 
+// checkout emulates repo.checkout with a plain clone of the local
+// repository r.URL.
+func (h *Host) checkout(r abi.RepoCheckoutRequest) (abi.RepoCheckoutResponse, error) {
+	tmp, err := os.MkdirTemp("", "sdktest-clone-*")
+	if err != nil {
+		return abi.RepoCheckoutResponse{}, err
+	}
+	defer os.RemoveAll(tmp)
+	dst := h.Path(r.Dir)
+	script := `set -e; git clone -q --no-checkout -- "$1" "$2" && cd "$2" && git rev-parse --verify -q "$3^{commit}" && git archive "$3" | (mkdir -p "$4" && tar -x -C "$4")`
+	out, err := exec.Command("bash", "-c", script, "checkout", r.URL, tmp, r.Commit, dst).Output()
+	if err != nil {
+		return abi.RepoCheckoutResponse{}, fmt.Errorf("repo.checkout %s at %s: %v", r.URL, r.Commit, err)
+	}
+	return abi.RepoCheckoutResponse{Commit: strings.TrimSpace(string(out))}, nil
+}
+
 // Path maps a sandbox path to the emulator's folder.
 func (h *Host) Path(p string) string {
 	if !filepath.IsAbs(p) {
@@ -118,6 +135,10 @@ func (h *Host) call(op string, req []byte) (uint32, []byte) {
 			return reply(nil, fmt.Errorf("dataset %s: not in the emulator's Datasets", r.Source))
 		}
 		return reply(abi.DatasetResponse{Rows: rows, Next: len(rows), EOF: true}, nil)
+	case abi.OpRepoCheckout:
+		var r abi.RepoCheckoutRequest
+		json.Unmarshal(req, &r)
+		return reply(h.checkout(r))
 	case abi.OpHostInfo:
 		return reply(abi.HostInfo{ProctorVersion: "sdktest", ABI: abi.Version, Backend: "emulator"}, nil)
 	}
