@@ -1,7 +1,14 @@
-// Command swesmith is the bundled SWE-smith environment (image mode): each
-// instance is a repository image with the code at /testbed, a patch that
-// introduces a bug, and the tests that must pass again (FAIL_TO_PASS) or
-// keep passing (PASS_TO_PASS).
+// Command swesmith is the bundled SWE-smith environment: each instance is
+// a repository with the code at /testbed, a patch that introduces a bug,
+// and the tests that must pass again (FAIL_TO_PASS) or keep passing
+// (PASS_TO_PASS).
+//
+// Two workspace modes. Image mode (rows with image_name, SWE-smith's own
+// layout): the sandbox is the repository's image, with the clean code at
+// /testbed. Clone mode (rows with repo and base_commit but no image, like
+// the SWE-smith-oracle rows): the sandbox is a generic image and the host
+// checks the repository out at base_commit from its shared bare-repository
+// cache (the repo.checkout operation, which the run must grant).
 //
 // Setup applies the bug, hides the failing tests, and restarts the git
 // history so neither `git diff` nor `git log` shows the bug. It keeps a
@@ -46,6 +53,17 @@ type Config struct {
 	ExtraText       string   `json:"extra_text"`
 	TestTimeoutSec  float64  `json:"test_timeout_sec"`
 	AgentTimeoutSec float64  `json:"agent_timeout_sec"`
+	// Mode is auto (from each row), image or clone.
+	Mode string `json:"mode"`
+	// RepoURL turns a row's repo into a URL for clone mode; {repo} is
+	// replaced. A local folder of repositories works too.
+	RepoURL string `json:"repo_url"`
+	// CloneImage is the sandbox image of clone mode.
+	CloneImage string `json:"clone_image"`
+	// InstallCmd runs in /testbed after a clone-mode checkout.
+	InstallCmd string `json:"install_cmd"`
+	// GoTestFlags are extra flags for `go test -json` on Go rows.
+	GoTestFlags string `json:"go_test_flags"`
 }
 
 const defaultTemplate = `<problem_statement>
@@ -76,6 +94,19 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if c.AgentTimeoutSec == 0 {
 		c.AgentTimeoutSec = 1800
 	}
+	if c.RepoURL == "" {
+		c.RepoURL = "https://github.com/{repo}.git"
+	}
+	if c.CloneImage == "" {
+		c.CloneImage = "python:3.12"
+	}
+	switch c.Mode {
+	case "":
+		c.Mode = "auto"
+	case "auto", modeImage, modeClone:
+	default:
+		return c, fmt.Errorf("env.config.mode is %q: use auto, image or clone", c.Mode)
+	}
 	return c, nil
 }
 
@@ -89,7 +120,15 @@ type Instance struct {
 	Image            string   `json:"image_name"`
 	BaseCommit       string   `json:"base_commit"`
 	ProblemStatement string   `json:"problem_statement"`
+	Text             string   `json:"text,omitempty"`
+	Mode             string   `json:"mode,omitempty"`
 }
+
+// Workspace modes.
+const (
+	modeImage = "image"
+	modeClone = "clone"
+)
 
 // testList reads FAIL_TO_PASS / PASS_TO_PASS: a list, or a JSON string of
 // a list (as SWE-bench-style datasets store them).
@@ -123,18 +162,43 @@ func FromRow(raw json.RawMessage) (Instance, error) {
 		Image            string   `json:"image_name"`
 		BaseCommit       string   `json:"base_commit"`
 		ProblemStatement string   `json:"problem_statement"`
+		Text             string   `json:"text"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return Instance{}, err
 	}
+	if r.ID == "" && r.Repo != "" && len(r.BaseCommit) >= 7 {
+		// SWE-smith-oracle rows may carry no id: name them by repo and commit.
+		r.ID = strings.ReplaceAll(r.Repo, "/", "__") + "." + r.BaseCommit[:min(len(r.BaseCommit), 12)]
+	}
 	if r.ID == "" {
-		return Instance{}, errors.New("row has no instance_id")
+		return Instance{}, errors.New("row has no instance_id (nor repo and base_commit to name it by)")
 	}
 	if len(r.FailToPass) == 0 {
 		return Instance{}, fmt.Errorf("instance %s has no FAIL_TO_PASS tests", r.ID)
 	}
+	if r.ProblemStatement == "" && r.Text == "" {
+		return Instance{}, fmt.Errorf("instance %s has neither problem_statement nor text", r.ID)
+	}
 	return Instance{ID: r.ID, Repo: r.Repo, Patch: r.Patch, FailToPass: r.FailToPass, PassToPass: r.PassToPass,
-		Image: r.Image, BaseCommit: r.BaseCommit, ProblemStatement: r.ProblemStatement}, nil
+		Image: r.Image, BaseCommit: r.BaseCommit, ProblemStatement: r.ProblemStatement, Text: r.Text}, nil
+}
+
+// mode picks the workspace mode of one instance under the config.
+func mode(c Config, in Instance) (string, error) {
+	image := in.Image != "" || c.Image != ""
+	clone := in.Repo != "" && in.BaseCommit != ""
+	switch {
+	case c.Mode == modeImage && !image:
+		return "", errors.New("mode is image but the row has no image_name and env.config.image is not set")
+	case c.Mode == modeClone && !clone:
+		return "", errors.New("mode is clone but the row has no repo and base_commit")
+	case c.Mode == modeImage, c.Mode == "auto" && image:
+		return modeImage, nil
+	case clone:
+		return modeClone, nil
+	}
+	return "", errors.New("the row has neither image_name (image mode) nor repo and base_commit (clone mode)")
 }
 
 type env struct {
@@ -149,7 +213,9 @@ func (*env) Manifest() abi.Manifest {
 		Version:      "0.1.0",
 		Description:  "SWE-smith instances in image mode: bug patch applied at /testbed, graded on FAIL_TO_PASS and PASS_TO_PASS",
 		Capabilities: []string{abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpDatasetRead},
-		ConfigSchema: json.RawMessage(`{"type":"object","required":["dataset"],"properties":{"dataset":{"type":"string"},"instances":{"type":"array"},"exclude":{"type":"array"},"repos":{"type":"array"},"python_only":{"type":"boolean"},"max_items":{"type":"integer"},"shuffle_seed":{"type":"integer"},"image":{"type":"string"},"prompt_template":{"type":"string"},"extra_text":{"type":"string"},"test_timeout_sec":{"type":"number"},"agent_timeout_sec":{"type":"number"}}}`),
+		// Clone mode only; a run of image-mode rows need not grant it.
+		OptionalCapabilities: []string{abi.OpRepoCheckout},
+		ConfigSchema:         json.RawMessage(`{"type":"object","required":["dataset"],"properties":{"dataset":{"type":"string"},"instances":{"type":"array"},"exclude":{"type":"array"},"repos":{"type":"array"},"python_only":{"type":"boolean"},"max_items":{"type":"integer"},"shuffle_seed":{"type":"integer"},"image":{"type":"string"},"prompt_template":{"type":"string"},"extra_text":{"type":"string"},"test_timeout_sec":{"type":"number"},"agent_timeout_sec":{"type":"number"},"mode":{"enum":["auto","image","clone"]},"repo_url":{"type":"string"},"clone_image":{"type":"string"},"install_cmd":{"type":"string"},"go_test_flags":{"type":"string"}}}`),
 	}
 }
 
@@ -192,7 +258,13 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 			len(c.Repos) > 0 && !match(c.Repos, in.Repo) || c.PythonOnly && !isPython(in) {
 			continue
 		}
-		if c.Image != "" {
+		m, err := mode(c, in)
+		if err != nil {
+			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: in.ID, Reason: err.Error()})
+			continue
+		}
+		in.Mode = m
+		if c.Image != "" && m == modeImage {
 			in.Image = c.Image
 		}
 		data, _ := json.Marshal(in)
@@ -220,6 +292,13 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	if err != nil {
 		return abi.SandboxSpec{}, err
 	}
+	if in.Mode == modeClone {
+		c, err := parseConfig(r.Config)
+		if err != nil {
+			return abi.SandboxSpec{}, err
+		}
+		return abi.SandboxSpec{Image: c.CloneImage, Workdir: "/"}, nil
+	}
 	if in.Image == "" {
 		return abi.SandboxSpec{}, sdk.Errorf("setup", "instance %s has no image_name", in.ID)
 	}
@@ -246,12 +325,15 @@ func tail(s string, n int) string {
 }
 
 // hooks are files that change how tests run; an agent must not add or edit them.
-const hookFind = `find . -path ./.git -prune -o \( -name conftest.py -o -name pytest.ini -o -name tox.ini -o -name setup.cfg -o -name pyproject.toml -o -name '__init__.py' -path '*tests*' -o -name 'test_*.py' -o -name '*_test.py' \) -type f -print`
+const hookFind = `find . -path ./.git -prune -o \( -name conftest.py -o -name pytest.ini -o -name tox.ini -o -name setup.cfg -o -name pyproject.toml -o -name '__init__.py' -path '*tests*' -o -name 'test_*.py' -o -name '*_test.py' -o -name '*_test.go' \) -type f -print`
 
 func testFiles(ids []string) []string {
 	var files []string
 	for _, t := range ids {
-		f, _, _ := strings.Cut(t, "::")
+		f, _, found := strings.Cut(t, "::")
+		if !found && !strings.HasSuffix(f, ".py") {
+			continue // a Go test name, not a file
+		}
 		if f != "" && !slices.Contains(files, f) {
 			files = append(files, f)
 		}
@@ -261,10 +343,41 @@ func testFiles(ids []string) []string {
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// checkout brings a clone-mode instance's repository to /testbed as a
+// fresh, clean git checkout, then runs the configured install command.
+func checkout(c Config, in Instance) error {
+	url := strings.ReplaceAll(c.RepoURL, "{repo}", in.Repo)
+	if _, err := sdk.RepoCheckout(url, in.BaseCommit, "/testbed"); err != nil {
+		var he *sdk.HostError
+		if errors.As(err, &he) && he.Status == abi.StatusDenied {
+			return sdk.Errorf("setup", "instance %s needs clone mode: add \"repo.checkout\" to [env] grants", in.ID)
+		}
+		return sdk.Errorf("setup", "instance %s: check out %s at %s: %v", in.ID, url, in.BaseCommit, err)
+	}
+	if _, err := run("setup", "commit the checkout", "git init -q && git add -A && git -c user.name=proctor -c user.email=proctor@localhost commit -qm base && echo ok", 120000); err != nil {
+		return err
+	}
+	if c.InstallCmd != "" {
+		if _, err := run("setup", "install_cmd", c.InstallCmd, int64(c.TestTimeoutSec*1000)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (e *env) Setup(r abi.RolloutRequest) error {
 	in, err := instance(r)
 	if err != nil {
 		return err
+	}
+	if in.Mode == modeClone {
+		c, err := parseConfig(r.Config)
+		if err != nil {
+			return err
+		}
+		if err := checkout(c, in); err != nil {
+			return err
+		}
 	}
 	// Snapshot the test files and hooks of the clean checkout, in memory.
 	if _, err := run("setup", "snapshot tests", "git status --porcelain --untracked-files=no | grep -q . && { echo 'checkout not clean'; exit 1; }; "+
@@ -276,20 +389,19 @@ func (e *env) Setup(r abi.RolloutRequest) error {
 		return err
 	}
 	e.snapshot = snap
-	// Bring the checkout to the bugged state.
-	if err := sdk.WriteFile("/tmp/.proctor-bug.patch", []byte(in.Patch), 0o600); err != nil {
-		return err
-	}
-	if _, err := run("setup", fmt.Sprintf("instance %s: the bug patch does not apply to %s", in.ID, in.Image),
-		"git apply --whitespace=nowarn /tmp/.proctor-bug.patch; rc=$?; rm -f /tmp/.proctor-bug.patch /tmp/.proctor-tests.tar; exit $rc", 120000); err != nil {
-		return err
+	// Bring the checkout to the bugged state (oracle-variant rows have no
+	// patch: base_commit is the bugged state already).
+	if in.Patch != "" {
+		if err := applyBug(in); err != nil {
+			return err
+		}
 	}
 	// Hide the failing tests, and start the history afresh so the bug is not in a diff.
 	var rm []string
 	for _, f := range testFiles(in.FailToPass) {
 		rm = append(rm, quote(f))
 	}
-	_, err = run("setup", "hide tests and reset history", "rm -f "+strings.Join(rm, " ")+
+	_, err = run("setup", "hide tests and reset history", "rm -f /tmp/.proctor-tests.tar "+strings.Join(rm, " ")+
 		" && rm -rf .git && git init -q && git add -A && git -c user.name=proctor -c user.email=proctor@localhost commit -qm 'initial' && echo ok", 120000)
 	return err
 }
@@ -304,7 +416,13 @@ func (*env) Prompt(r abi.RolloutRequest) (abi.PromptResponse, error) {
 		return abi.PromptResponse{}, err
 	}
 	tests := "- " + strings.Join(in.FailToPass, "\n- ")
-	p := strings.NewReplacer("{problem_statement}", in.ProblemStatement, "{extra}", c.ExtraText, "{tests}", tests).Replace(c.PromptTemplate)
+	problem, extra := in.ProblemStatement, c.ExtraText
+	if problem == "" {
+		problem = in.Text // oracle-variant rows: text is the whole issue with its context
+	} else if in.Text != "" {
+		extra = strings.TrimSpace(in.Text + "\n" + extra)
+	}
+	p := strings.NewReplacer("{problem_statement}", problem, "{extra}", extra, "{tests}", tests).Replace(c.PromptTemplate)
 	return abi.PromptResponse{User: p}, nil
 }
 
@@ -313,6 +431,9 @@ func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 	in, err := instance(r)
 	if err != nil {
 		return abi.OracleResponse{}, err
+	}
+	if in.Patch == "" {
+		return abi.OracleResponse{}, sdk.Errorf("setup", "instance %s has no patch, so there is no gold fix to apply: the oracle agent needs rows with a patch", in.ID)
 	}
 	if err := sdk.WriteFile("/tmp/.proctor-fix.patch", []byte(in.Patch), 0o600); err != nil {
 		return abi.OracleResponse{}, err
@@ -342,29 +463,15 @@ func (e *env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "restore tests: %v", err)
 	}
 	ids := append(slices.Clone(in.FailToPass), in.PassToPass...)
-	var args []string
-	for _, f := range testFiles(ids) {
-		args = append(args, quote(f))
+	var got map[string]string
+	var out string
+	if isGo(in) {
+		got, out, err = runGoTests(c, ids)
+	} else {
+		got, out, err = runPytest(c, ids)
 	}
-	res, err := sdk.Exec(abi.ExecRequest{Workdir: "/testbed", TimeoutMs: int64(c.TestTimeoutSec * 1000), MaxOutput: 256 << 10,
-		Cmd: "rm -f /tmp/.proctor-junit.xml; python3 -m pytest -rA -p no:cacheprovider --junitxml=/tmp/.proctor-junit.xml " + strings.Join(args, " ")})
 	if err != nil {
 		return abi.VerifyResponse{}, err
-	}
-	out := tail(res.Stdout+res.Stderr, 4000)
-	if res.TimedOut {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "tests ran past %.0fs:\n%s", c.TestTimeoutSec, out)
-	}
-	xml, err := sdk.ReadFile("/tmp/.proctor-junit.xml")
-	if err != nil {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "pytest wrote no report (exit %d): install or collection failed:\n%s", res.ExitCode, out)
-	}
-	got, err := ParseJUnit(xml)
-	if err != nil {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "read the pytest report: %v", err)
-	}
-	if len(got) == 0 && res.ExitCode != 0 {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "no test ran (pytest exit %d):\n%s", res.ExitCode, out)
 	}
 	v := Grade(in, got)
 	v.Output = out
@@ -400,4 +507,84 @@ func Grade(in Instance, got map[string]string) abi.VerifyResponse {
 		v.Reward = 1
 	}
 	return v
+}
+
+// applyBug applies the instance's bug patch to the clean checkout.
+func applyBug(in Instance) error {
+	if err := sdk.WriteFile("/tmp/.proctor-bug.patch", []byte(in.Patch), 0o600); err != nil {
+		return err
+	}
+	where := in.Image
+	if in.Mode == modeClone {
+		where = in.Repo + "@" + in.BaseCommit
+	}
+	_, err := run("setup", fmt.Sprintf("instance %s: the bug patch does not apply to %s", in.ID, where),
+		"git apply --whitespace=nowarn /tmp/.proctor-bug.patch; rc=$?; rm -f /tmp/.proctor-bug.patch; exit $rc", 120000)
+	return err
+}
+
+// runPytest runs the listed tests' files with a JUnit report.
+func runPytest(c Config, ids []string) (map[string]string, string, error) {
+	var args []string
+	for _, f := range testFiles(ids) {
+		args = append(args, quote(f))
+	}
+	res, err := sdk.Exec(abi.ExecRequest{Workdir: "/testbed", TimeoutMs: int64(c.TestTimeoutSec * 1000), MaxOutput: 256 << 10,
+		Cmd: "rm -f /tmp/.proctor-junit.xml; python3 -m pytest -rA -p no:cacheprovider --junitxml=/tmp/.proctor-junit.xml " + strings.Join(args, " ")})
+	if err != nil {
+		return nil, "", err
+	}
+	out := tail(res.Stdout+res.Stderr, 4000)
+	if res.TimedOut {
+		return nil, out, sdk.Errorf("verifier", "tests ran past %.0fs:\n%s", c.TestTimeoutSec, out)
+	}
+	xml, err := sdk.ReadFile("/tmp/.proctor-junit.xml")
+	if err != nil {
+		return nil, out, sdk.Errorf("verifier", "pytest wrote no report (exit %d): install or collection failed:\n%s", res.ExitCode, out)
+	}
+	got, err := ParseJUnit(xml)
+	if err != nil {
+		return nil, out, sdk.Errorf("verifier", "read the pytest report: %v", err)
+	}
+	if len(got) == 0 && res.ExitCode != 0 {
+		return nil, out, sdk.Errorf("verifier", "no test ran (pytest exit %d):\n%s", res.ExitCode, out)
+	}
+	return got, out, nil
+}
+
+// runGoTests runs the listed Go tests in every package with -json events.
+func runGoTests(c Config, ids []string) (map[string]string, string, error) {
+	cmd := "go test -json -count=1 " + c.GoTestFlags + " -run " + quote(goRunPattern(ids)) + " ./... > /tmp/.proctor-gotest.json 2>/tmp/.proctor-gotest.err; echo $?"
+	res, err := sdk.Exec(abi.ExecRequest{Workdir: "/testbed", TimeoutMs: int64(c.TestTimeoutSec * 1000), MaxOutput: 64 << 10, Cmd: cmd})
+	if err != nil {
+		return nil, "", err
+	}
+	events, err := sdk.ReadFile("/tmp/.proctor-gotest.json")
+	if err != nil {
+		return nil, "", sdk.Errorf("verifier", "go test wrote no output: %v", err)
+	}
+	stderr, _ := sdk.ReadFile("/tmp/.proctor-gotest.err")
+	out := tail(string(stderr)+goOutput(events), 4000)
+	if res.TimedOut {
+		return nil, out, sdk.Errorf("verifier", "tests ran past %.0fs:\n%s", c.TestTimeoutSec, out)
+	}
+	got := ParseGoTestJSON(events)
+	if len(got) == 0 && strings.TrimSpace(res.Stdout) != "0" {
+		return nil, out, sdk.Errorf("verifier", "no test ran (go test exit %s): build failed?\n%s", strings.TrimSpace(res.Stdout), out)
+	}
+	return got, out, nil
+}
+
+// goOutput is the text of `go test -json` output events.
+func goOutput(events []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(events), "\n") {
+		var ev struct{ Action, Output string }
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Action == "output" {
+			b.WriteString(ev.Output)
+		} else if !strings.HasPrefix(line, "{") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
