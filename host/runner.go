@@ -3,6 +3,7 @@ package host
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -41,6 +42,9 @@ type Config struct {
 	Spec func(*sandbox.Spec)
 	// Cost prices a rollout's token usage; may be nil.
 	Cost func(results.Usage) float64
+	// EnvRewardWeight weighs the environment's reward when Rewards are
+	// stacked (default 1).
+	EnvRewardWeight *float64
 }
 
 // Runner runs the rollouts of one run.
@@ -52,6 +56,8 @@ type Runner struct {
 	Progress Progress
 	Log      *slog.Logger
 	Config   Config
+	// Rewards are stacked reward plugins, scored after verification.
+	Rewards []Scorer
 
 	startSem chan struct{}
 }
@@ -347,7 +353,9 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	if ctx.Err() != nil {
 		return rec, false
 	}
+	var transcript json.RawMessage
 	if out.Transcript != nil {
+		transcript, _ = json.Marshal(out.Transcript)
 		name := results.TranscriptName(id, try)
 		if err := r.Store.WriteTranscript(name, out.Transcript); err != nil {
 			r.Log.Warn("write transcript", "rollout", id, "err", err)
@@ -367,6 +375,22 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		return fail(results.ClassVerifier, phaseError("verify", err))
 	}
 	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
+	if len(r.Rewards) > 0 {
+		p.run(ctx, "reward", 0, func(ctx context.Context) error {
+			in := ScoreInput{Task: t, Info: RolloutInfo{RunID: r.Config.RunID, RolloutID: id, TaskID: t.ID, Attempt: j.attempt, Seed: rec.Seed},
+				Transcript: transcript, Verdict: v}
+			for _, s := range r.Rewards {
+				rec.Rewards = append(rec.Rewards, s.Score(ctx, in))
+			}
+			return nil
+		})
+		envReward, w := v.Reward, 1.0
+		if r.Config.EnvRewardWeight != nil {
+			w = *r.Config.EnvRewardWeight
+		}
+		rec.VerifierReward = &envReward
+		rec.Reward = Combine(v.Reward, w, rec.Rewards)
+	}
 
 	if err := p.run(ctx, "teardown", r.Config.Timeouts.Teardown, ro.Teardown); err != nil {
 		r.Log.Warn("teardown", "rollout", id, "err", err)

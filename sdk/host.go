@@ -96,6 +96,14 @@ func RepoCheckout(url, commit, dir string) (string, error) {
 	return r.Commit, err
 }
 
+// ModelComplete asks the run's model for one chat completion (for judges).
+// It needs the model.complete capability, which the run must grant.
+func ModelComplete(req abi.ModelRequest) (abi.ModelResponse, error) {
+	var r abi.ModelResponse
+	err := call(abi.OpModelComplete, req, &r)
+	return r, err
+}
+
 // Download returns a sandbox path as a tar archive.
 func Download(path string) ([]byte, error) {
 	var r abi.DownloadResponse

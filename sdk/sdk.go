@@ -13,7 +13,8 @@
 //
 // The environment implements Environment and any of the optional hook
 // interfaces (Prompter, SandboxProvider, SetUpper, Verifier, Oracler,
-// TearDowner, RewardScorer). Hooks reach the rollout's sandbox and the
+// TearDowner, RewardScorer). A plugin that only scores rollouts
+// registers with RegisterReward instead. Hooks reach the rollout's sandbox and the
 // host's datasets through the functions of this package (Exec, ReadFile,
 // WriteFile, Upload, Download, ReadDataset, Log). Built natively (plain `go
 // test`), the same calls go to an emulated host: see package sdktest.
@@ -67,6 +68,23 @@ var env Environment
 // Register makes e the plugin's environment. Call it from init.
 func Register(e Environment) { env = e }
 
+// Rewarder is a reward plugin: it only scores rollouts of any
+// environment, stacked in a run with [[reward]].
+type Rewarder interface {
+	Manifest() abi.Manifest
+	Score(r abi.RewardRequest) (abi.RewardResponse, error)
+}
+
+// RegisterReward makes r the plugin's reward scorer, for a plugin that
+// has no environment of its own. Call it from init.
+func RegisterReward(r Rewarder) { env = rewardOnly{r} }
+
+type rewardOnly struct{ Rewarder }
+
+func (rewardOnly) LoadTasks(json.RawMessage) (abi.TasksResponse, error) {
+	return abi.TasksResponse{}, errors.New("this is a reward plugin, which has no tasks: name it in a [[reward]] table, not in [env]")
+}
+
 // Error is a hook failure with the class the host should record (for
 // example "verifier" or "setup"); see Errorf.
 type Error struct {
@@ -84,6 +102,9 @@ func Errorf(class, format string, args ...any) error {
 
 // hooks lists the methods e implements.
 func hooks(e Environment) []string {
+	if _, ok := e.(rewardOnly); ok {
+		return []string{abi.HookDescribe, abi.HookReward}
+	}
 	h := []string{abi.HookDescribe, abi.HookTasks}
 	if _, ok := e.(Prompter); ok {
 		h = append(h, abi.HookPrompt)

@@ -32,6 +32,7 @@ type Manifest struct {
 	ResumedAt      []time.Time         `json:"resumed_at,omitempty"`
 	FinishedAt     *time.Time          `json:"finished_at,omitempty"`
 	Plugin         PluginInfo          `json:"plugin"`
+	Rewards        []PluginInfo        `json:"rewards,omitempty"`
 	Model          map[string]string   `json:"model,omitempty"`
 	Agent          string              `json:"agent"`
 	Backend        string              `json:"backend"`
@@ -99,6 +100,10 @@ func (e evalCmd) Run(g *globals) error {
 		return err
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
+	scorers, rewardInfos, err := rewards(ctx, c, rt)
+	if err != nil {
+		return err
+	}
 	ag, err := agentFor(c)
 	if err != nil {
 		return err
@@ -114,6 +119,7 @@ func (e evalCmd) Run(g *globals) error {
 	m := plugin.Manifest()
 	man.ProctorVersion = version
 	man.Plugin = PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source}
+	man.Rewards = rewardInfos
 	man.Agent, man.Backend, man.ConfigHash = c.Agent.Kind, c.Sandbox.Backend, c.Hash()
 	if c.Agent.Kind == "llm" {
 		man.Model = map[string]string{"base_url": c.Model.BaseURL, "name": c.Model.Name}
@@ -134,12 +140,12 @@ func (e evalCmd) Run(g *globals) error {
 
 	prices := c.Model.Prices
 	r := &host.Runner{
-		Env: env, Backend: be, Agent: ag, Store: store,
+		Env: env, Backend: be, Agent: ag, Store: store, Rewards: scorers,
 		Progress: host.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration),
 		Config: host.Config{
 			RunID: man.RunID, Concurrency: c.Run.Concurrency, StartConcurrency: c.Run.SandboxStartConcurrency,
 			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
-			AgentTimeoutScale: c.Run.AgentTimeoutScale,
+			AgentTimeoutScale: c.Run.AgentTimeoutScale, EnvRewardWeight: c.Env.RewardWeight,
 			Timeouts: host.Timeouts{
 				SandboxStart: c.Run.SandboxStartTimeout.Duration, Setup: c.Run.SetupTimeout.Duration,
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -102,16 +103,27 @@ type Env struct {
 	HookTimeout Duration       `toml:"hook_timeout" json:"hook_timeout"`
 	MemoryMB    int            `toml:"memory_mb" json:"memory_mb,omitempty"`
 	Config      map[string]any `toml:"config" json:"config"`
+	// RewardWeight weighs the verifier's reward when [[reward]] plugins
+	// are stacked (default 1).
+	RewardWeight *float64 `toml:"reward_weight" json:"reward_weight,omitempty"`
 }
 
 // Reward is one [[reward]] plugin stacked on the environment's verifier.
+// The run's reward is env.reward_weight × the verifier's reward plus each
+// stacked reward × its weight.
 type Reward struct {
 	Plugin string         `toml:"plugin" json:"plugin"`
 	Name   string         `toml:"name" json:"name"`
-	Weight float64        `toml:"weight" json:"weight"`
+	Weight *float64       `toml:"weight" json:"weight"`
 	SHA256 string         `toml:"sha256" json:"sha256,omitempty"`
+	Grants []string       `toml:"grants" json:"grants"`
 	Config map[string]any `toml:"config" json:"config,omitempty"`
 }
+
+// DefaultRewardGrants are the host operations a reward plugin may use
+// unless its [[reward]] table says otherwise. model.complete (for judges)
+// must be granted explicitly.
+var DefaultRewardGrants = []string{"host.info"}
 
 // DefaultGrants are the host operations a plugin may use unless the config
 // says otherwise.
@@ -448,6 +460,25 @@ func (c *Config) defaults() {
 	if c.Env.Config == nil {
 		c.Env.Config = map[string]any{}
 	}
+	for i := range c.Reward {
+		rw := &c.Reward[i]
+		if rw.Weight == nil {
+			one := 1.0
+			rw.Weight = &one
+		}
+		if rw.Grants == nil {
+			rw.Grants = DefaultRewardGrants
+		}
+	}
+}
+
+// RewardConfig is the i-th [[reward]] table's config as JSON.
+func (c *Config) RewardConfig(i int) json.RawMessage {
+	b, _ := json.Marshal(c.Reward[i].Config)
+	if c.Reward[i].Config == nil {
+		b = []byte("{}")
+	}
+	return b
 }
 
 func (c *Config) validate(data []byte) error {
@@ -499,6 +530,18 @@ func (c *Config) validate(data []byte) error {
 	}
 	if c.Env.Plugin == "" {
 		return bad("env.plugin", "no environment plugin", `set [env] plugin = "tb2" (bundled) or a path to a .wasm file`)
+	}
+	names := map[string]bool{}
+	for _, rw := range c.Reward {
+		switch {
+		case rw.Plugin == "":
+			return bad("reward.plugin", "a [[reward]] table names no plugin", `set plugin = "path/to/reward.wasm" (or oci://...) in every [[reward]]`)
+		case rw.Name != "" && names[rw.Name]:
+			return bad("reward.name", fmt.Sprintf("two [[reward]] tables are named %q", rw.Name), "give each [[reward]] its own name")
+		case math.IsNaN(*rw.Weight) || math.IsInf(*rw.Weight, 0):
+			return bad("reward.weight", "must be a number", "")
+		}
+		names[rw.Name] = true
 	}
 	if c.Model.APIKeyEnv != "" && strings.ContainsAny(c.Model.APIKeyEnv, " -/") {
 		return bad("model.api_key_env", "must name an environment variable, not hold the key", "e.g. api_key_env = \"OPENAI_API_KEY\"")

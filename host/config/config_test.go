@@ -32,6 +32,9 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[run]\nverify_timeout='1 hour'\n[env]\nplugin='x'", "bad duration", ""},
 		{"[agent]\nkind='nop'\n", "env.plugin", ""},
 		{"[run\nname='x'", "x.toml", ""},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nname='a'", "reward.plugin", "every [[reward]]"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nname='s'\n[[reward]]\nplugin='b.wasm'\nname='s'", "two [[reward]] tables are named", ""},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nwieght=1", "reward.wieght: unknown key", `"reward.weight"`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)

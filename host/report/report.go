@@ -29,6 +29,7 @@ type Summary struct {
 	StdErr         float64                `json:"stderr"`
 	PassRateScored float64                `json:"pass_rate_excluding_infra_errors"`
 	MeanReward     float64                `json:"mean_reward"`
+	Rewards        map[string]RewardStat  `json:"rewards,omitempty"`
 	PassAtK        map[string]float64     `json:"pass_at_k,omitempty"`
 	Categories     map[string]Rate        `json:"categories,omitempty"`
 	Usage          results.Usage          `json:"usage"`
@@ -36,6 +37,35 @@ type Summary struct {
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
 	Table          []TaskRow              `json:"table"`
+}
+
+// RewardStat summarises one stacked reward: its mean over the rollouts it
+// scored, and how many times it failed.
+type RewardStat struct {
+	N      int     `json:"n"`
+	Mean   float64 `json:"mean"`
+	Errors int     `json:"errors"`
+}
+
+// rewardStats sums up the stacked rewards of recs.
+func rewardStats(recs []results.Record) map[string]RewardStat {
+	var out map[string]RewardStat
+	for _, r := range recs {
+		for _, rs := range r.Rewards {
+			if out == nil {
+				out = map[string]RewardStat{}
+			}
+			st := out[rs.Name]
+			if rs.Error != "" {
+				st.Errors++
+			} else {
+				st.Mean = (st.Mean*float64(st.N) + rs.Reward) / float64(st.N+1)
+				st.N++
+			}
+			out[rs.Name] = st
+		}
+	}
+	return out
 }
 
 // Rate is a pass rate over n rollouts.
@@ -114,6 +144,7 @@ func Summarize(recs []results.Record) Summary {
 	s.PassRateScored = ratio(passed, scored)
 	if s.Rollouts > 0 {
 		s.MeanReward = reward / float64(s.Rollouts)
+		s.Rewards = rewardStats(recs)
 	}
 	for p, v := range phases {
 		s.Phases[p] = timing(v)
@@ -248,6 +279,10 @@ func writeText(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "rollouts   %d (%d tasks x up to %d attempts)\n", s.Rollouts, s.Tasks, s.Attempts)
 	fmt.Fprintf(w, "pass rate  %.1f%% ± %.1f%% (excluding infra errors: %.1f%%), mean reward %.3f\n", 100*s.PassRate, 100*s.StdErr, 100*s.PassRateScored, s.MeanReward)
 	fmt.Fprintf(w, "outcomes   %s\n", outcomeLine(s))
+	for _, k := range slices.Sorted(maps.Keys(s.Rewards)) {
+		r := s.Rewards[k]
+		fmt.Fprintf(w, "reward     %s: mean %.3f over %d rollouts, %d errors\n", k, r.Mean, r.N, r.Errors)
+	}
 	if len(s.ErrorClasses) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(s.ErrorClasses)) {
@@ -262,7 +297,7 @@ func writeText(w io.Writer, s Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Phases) > 0 {
 		fmt.Fprintln(tw, "\nphase\tmean s\tp50 s\tp95 s\tmax s")
-		for _, p := range []string{"plugin_start", "sandbox_start", "setup", "agent", "verify", "teardown", "sandbox_stop"} {
+		for _, p := range []string{"plugin_start", "sandbox_start", "setup", "agent", "verify", "reward", "teardown", "sandbox_stop"} {
 			if t, ok := s.Phases[p]; ok {
 				fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\n", p, t.Mean, t.P50, t.P95, t.Max)
 			}

@@ -60,20 +60,34 @@ type Test struct {
 	Message string `json:"message,omitempty"`
 }
 
+// RewardScore is one stacked reward's verdict on a rollout. Error is set
+// when the reward plugin failed; its score then counts for nothing.
+type RewardScore struct {
+	Name   string             `json:"name"`
+	Weight float64            `json:"weight"`
+	Reward float64            `json:"reward"`
+	Scores map[string]float64 `json:"scores,omitempty"`
+	Error  string             `json:"error,omitempty"`
+}
+
 // Record is one line of results.jsonl: the final outcome of one identity
 // (task, attempt).
 type Record struct {
-	RolloutID      string             `json:"rollout_id"`
-	TaskID         string             `json:"task_id"`
-	Attempt        int                `json:"attempt"`
-	Try            int                `json:"try"`
-	Category       string             `json:"category,omitempty"`
-	Difficulty     string             `json:"difficulty,omitempty"`
-	Outcome        string             `json:"outcome"`
-	ErrorClass     string             `json:"error_class,omitempty"`
-	Error          string             `json:"error,omitempty"`
-	Reward         float64            `json:"reward"`
-	Scores         map[string]float64 `json:"scores,omitempty"`
+	RolloutID  string             `json:"rollout_id"`
+	TaskID     string             `json:"task_id"`
+	Attempt    int                `json:"attempt"`
+	Try        int                `json:"try"`
+	Category   string             `json:"category,omitempty"`
+	Difficulty string             `json:"difficulty,omitempty"`
+	Outcome    string             `json:"outcome"`
+	ErrorClass string             `json:"error_class,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Reward     float64            `json:"reward"`
+	Scores     map[string]float64 `json:"scores,omitempty"`
+	// With stacked rewards, Reward is the combined reward, VerifierReward
+	// the environment's own and Rewards each stacked one.
+	VerifierReward *float64           `json:"verifier_reward,omitempty"`
+	Rewards        []RewardScore      `json:"rewards,omitempty"`
 	Tests          []Test             `json:"tests,omitempty"`
 	VerifierOutput string             `json:"verifier_output,omitempty"`
 	Turns          int                `json:"turns"`

@@ -95,6 +95,10 @@ const (
 	// from a bare-repository cache the host keeps and shares between
 	// rollouts. The host, not the sandbox, reaches the repository's URL.
 	OpRepoCheckout = "repo.checkout" // RepoCheckoutRequest → RepoCheckoutResponse
+	// OpModelComplete sends one chat completion through the run's model
+	// client (its endpoint, key, limits and retries), for judges. The
+	// plugin never sees the key.
+	OpModelComplete = "model.complete" // ModelRequest → ModelResponse
 )
 
 // Error is the output of a failed hook or operation. Class tells the host
@@ -214,7 +218,11 @@ type OracleResponse struct {
 	Output string `json:"output,omitempty"`
 }
 
-// RewardRequest is the input of a reward plugin.
+// RewardRequest is the input of a reward plugin. Trajectory is the
+// rollout's transcript as the run directory keeps it: {task_id,
+// rollout_id, seed, system, prompt, trajectory: {agent, model, messages
+// (OpenAI chat format), turns (usage, tool timings, errors), stop_reason,
+// usage}}.
 type RewardRequest struct {
 	Task       Task            `json:"task"`
 	Config     json.RawMessage `json:"config"`
@@ -222,9 +230,30 @@ type RewardRequest struct {
 	Verify     VerifyResponse  `json:"verify"`
 }
 
-// RewardResponse holds named scores.
+// RewardResponse is a reward plugin's verdict: Reward is its score (what
+// the run weighs and adds up), Scores any named details.
 type RewardResponse struct {
-	Scores map[string]float64 `json:"scores"`
+	Reward float64            `json:"reward"`
+	Scores map[string]float64 `json:"scores,omitempty"`
+}
+
+// ChatMessage is one message of a ModelRequest.
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ModelRequest is one chat completion without tools, sent with the run's
+// [model] settings (name, temperature, max_tokens).
+type ModelRequest struct {
+	Messages []ChatMessage `json:"messages"`
+}
+
+// ModelResponse is the model's answer.
+type ModelResponse struct {
+	Content          string `json:"content"`
+	PromptTokens     int64  `json:"prompt_tokens"`
+	CompletionTokens int64  `json:"completion_tokens"`
 }
 
 // ExecRequest runs a command in the rollout's sandbox shell.

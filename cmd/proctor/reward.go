@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host"
+	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// rewards loads the config's [[reward]] plugins into scorers, on the run's
+// plugin runtime, and describes them for the manifest.
+func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime) ([]host.Scorer, []PluginInfo, error) {
+	var scorers []host.Scorer
+	var infos []PluginInfo
+	names := map[string]bool{}
+	for i, rw := range c.Reward {
+		key := fmt.Sprintf("[[reward]] %d (%s)", i+1, rw.Plugin)
+		p, err := loadPlugin(ctx, rt, rw.Plugin, rw.SHA256, c.BaseDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		m := p.Manifest()
+		if rw.Name == "" {
+			rw.Name = m.Name // the plugin's own name unless the table names it
+		}
+		if names[rw.Name] {
+			return nil, nil, &usageError{err: fmt.Errorf("%s: another [[reward]] is already named %q", key, rw.Name), hint: "set name = \"...\" in one of them"}
+		}
+		names[rw.Name] = true
+		if !slices.Contains(m.Hooks, abi.HookReward) {
+			return nil, nil, &usageError{err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
+		}
+		if err := p.Grant(rw.Grants); err != nil {
+			return nil, nil, &usageError{err: fmt.Errorf("%s: %w", key, err), hint: "grant the capabilities in that [[reward]] table's grants"}
+		}
+		sp := &host.RewardPlugin{Name: rw.Name, Weight: *rw.Weight, Plugin: p.Plugin, Config: c.RewardConfig(i),
+			Info: abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
+		if slices.Contains(rw.Grants, abi.OpModelComplete) {
+			complete, err := judgeModel(c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", key, err)
+			}
+			sp.Complete = complete
+		}
+		scorers = append(scorers, sp)
+		infos = append(infos, PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source})
+	}
+	return scorers, infos, nil
+}
+
+// judgeModel serves model.complete with the run's [model]: its endpoint,
+// key, limits and retries, one retry budget per call.
+func judgeModel(c *config.Config) (func(context.Context, abi.ModelRequest) (abi.ModelResponse, error), error) {
+	if c.Model.Name == "" || c.Model.BaseURL == "" {
+		return nil, &usageError{err: errors.New("model.complete is granted but [model] has no name or base_url"), hint: "set [model] name and base_url: judges use the run's model client"}
+	}
+	newModel, err := modelFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, req abi.ModelRequest) (abi.ModelResponse, error) {
+		msgs := make([]agent.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = agent.Message{Role: m.Role, Content: m.Content}
+		}
+		reply, err := newModel().Complete(ctx, msgs, nil)
+		if err != nil {
+			return abi.ModelResponse{}, err
+		}
+		return abi.ModelResponse{Content: reply.Message.Content, PromptTokens: reply.Usage.PromptTokens, CompletionTokens: reply.Usage.CompletionTokens}, nil
+	}, nil
+}

@@ -1,0 +1,117 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// ScoreInput is what a stacked reward scores: the task, what the agent did
+// and what the environment's verifier decided.
+type ScoreInput struct {
+	Task       Task
+	Info       RolloutInfo
+	Transcript json.RawMessage
+	Verdict    Verdict
+}
+
+// Scorer is one stacked reward. Score never fails the rollout: a failure
+// is recorded in the returned score's Error.
+type Scorer interface {
+	Score(ctx context.Context, in ScoreInput) results.RewardScore
+}
+
+// RewardPlugin is a reward plugin ([[reward]]) as a Scorer: a fresh
+// instance per rollout runs reward.score.
+type RewardPlugin struct {
+	Name   string
+	Weight float64
+	Plugin *wasm.Plugin
+	Config json.RawMessage
+	// Complete serves model.complete; nil refuses it.
+	Complete func(ctx context.Context, req abi.ModelRequest) (abi.ModelResponse, error)
+	Info     abi.HostInfo
+	Log      *slog.Logger
+}
+
+var _ Scorer = (*RewardPlugin)(nil)
+
+// Score runs the plugin's reward.score hook on its own instance.
+func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) results.RewardScore {
+	rs := results.RewardScore{Name: p.Name, Weight: p.Weight}
+	resp, err := p.score(ctx, in)
+	if err != nil {
+		rs.Error = err.Error()
+		return rs
+	}
+	if math.IsNaN(resp.Reward) || math.IsInf(resp.Reward, 0) {
+		rs.Error = fmt.Sprintf("reward plugin %s returned reward %v, which is not a number", p.Name, resp.Reward)
+		return rs
+	}
+	rs.Reward, rs.Scores = resp.Reward, resp.Scores
+	return rs
+}
+
+func (p *RewardPlugin) score(ctx context.Context, in ScoreInput) (abi.RewardResponse, error) {
+	var at abi.Task
+	if err := json.Unmarshal(in.Task.Raw, &at); err != nil {
+		at = abi.Task{ID: in.Task.ID, Category: in.Task.Category, Difficulty: in.Task.Difficulty}
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	hi := p.Info
+	hi.ABI, hi.RunID, hi.RolloutID, hi.Seed = abi.Version, in.Info.RunID, in.Info.RolloutID, in.Info.Seed
+	ops := map[string]wasm.Op{
+		abi.OpHostInfo: func(context.Context, []byte) ([]byte, error) { return json.Marshal(hi) },
+	}
+	if p.Complete != nil {
+		ops[abi.OpModelComplete] = func(ctx context.Context, req []byte) ([]byte, error) {
+			var q abi.ModelRequest
+			if err := json.Unmarshal(req, &q); err != nil || len(q.Messages) == 0 {
+				return nil, &wasm.OpError{Status: abi.StatusBadRequest, Err: errors.New("model.complete needs messages")}
+			}
+			resp, err := p.Complete(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(resp)
+		}
+	}
+	inst, err := p.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: ops, Seed: in.Info.Seed, Log: log.With("rollout", in.Info.RolloutID, "reward", p.Name)})
+	if err != nil {
+		return abi.RewardResponse{}, err
+	}
+	defer inst.Close(context.WithoutCancel(ctx))
+	tests := make([]abi.TestResult, len(in.Verdict.Tests))
+	for i, t := range in.Verdict.Tests {
+		tests[i] = abi.TestResult{Name: t.Name, Status: t.Status, Message: t.Message}
+	}
+	req := abi.RewardRequest{Task: at, Config: p.Config, Trajectory: in.Transcript, Verify: abi.VerifyResponse{
+		Reward: in.Verdict.Reward, Passed: in.Verdict.Passed, Scores: in.Verdict.Scores, Tests: tests, Output: in.Verdict.Output,
+	}}
+	var resp abi.RewardResponse
+	err = inst.Call(ctx, abi.HookReward, req, &resp)
+	return resp, err
+}
+
+// Combine is the run's reward: the environment's reward times its weight
+// plus each stacked reward times its weight. A stacked reward that failed
+// counts for nothing; its error stays in the record.
+func Combine(envReward, envWeight float64, scores []results.RewardScore) float64 {
+	total := envReward * envWeight
+	for _, s := range scores {
+		if s.Error == "" {
+			total += s.Reward * s.Weight
+		}
+	}
+	return total
+}
