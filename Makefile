@@ -9,7 +9,7 @@ TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins test test-race bench lint demo clean engine base-image fixture-images
+.PHONY: help build plugins test test-race bench lint demo clean engine base-image fixture-images test-tools
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,10 +33,13 @@ base-image: engine ## build the local test base image from Debian packages
 fixture-images: base-image ## build the test fixtures' images (offline, from the base image)
 	@docker image inspect proctor-swesmith-fixture:1 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-fixture:1 testdata/swesmith/image >/dev/null
 
-test: fixture-images plugins ## run the tests (starts what they need first)
+test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
+	@bash scripts/test-tools.sh
+
+test: fixture-images plugins test-tools ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins ## run the tests under the race detector
+test-race: fixture-images plugins test-tools ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 
 bench: fixture-images plugins ## run the benchmarks (medians: pipe through benchstat)

@@ -47,6 +47,7 @@ type PluginInfo struct {
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
 	Source  string `json:"source"`
+	Digest  string `json:"oci_digest,omitempty"` // the OCI manifest digest actually used
 }
 
 func runDir(c *config.Config, out string) string {
@@ -118,7 +119,7 @@ func (e evalCmd) Run(g *globals) error {
 
 	m := plugin.Manifest()
 	man.ProctorVersion = version
-	man.Plugin = PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source}
+	man.Plugin = PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source, Digest: plugin.digest}
 	man.Rewards = rewardInfos
 	man.Agent, man.Backend, man.ConfigHash = c.Agent.Kind, c.Sandbox.Backend, c.Hash()
 	if c.Agent.Kind == "llm" {

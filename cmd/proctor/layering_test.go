@@ -63,6 +63,12 @@ func TestLayering(t *testing.T) {
 				}
 				t.Errorf("%s imports openai-go directly: only agent/openai may", me)
 			}
+			if strings.HasPrefix(d, "oras.land/oras-go") && !under(me, "host/oci") {
+				if !directImport(t, pkg, "oras.land/oras-go") {
+					continue
+				}
+				t.Errorf("%s imports oras-go directly: only host/oci may", me)
+			}
 		}
 	}
 }

@@ -3,27 +3,113 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host"
+	"github.com/proctor-dev/proctor/host/bundled"
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/oci"
+	"github.com/proctor-dev/proctor/host/wasm"
 )
 
 type pluginCmd struct {
 	Inspect inspectCmd `cmd:"" help:"Show a plugin's name, version, sha256, ABI, hooks, capabilities and config schema."`
 	Check   checkCmd   `cmd:"" help:"Load a plugin, run describe and tasks.load, and validate what comes back."`
+	Push    pushCmd    `cmd:"" help:"Push a plugin to an OCI registry, its manifest as annotations."`
+	Pull    pullCmd    `cmd:"" help:"Pull a plugin from an OCI registry into the cache, verified."`
+}
+
+type pushCmd struct {
+	File string `arg:"" help:"The .wasm file (or a bundled name)." type:"path"`
+	Ref  string `arg:"" help:"Where to: [oci://]registry/repository:tag."`
+}
+
+func (pc pushCmd) Run(g *globals) error {
+	rt, err := inspectRuntime(g.ctx)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(g.ctx)
+	p, err := loadPlugin(g.ctx, rt, pc.File, "", "")
+	if err != nil {
+		return err
+	}
+	b, err := pluginBytes(pc.File)
+	if err != nil {
+		return err
+	}
+	m := p.Manifest()
+	digest, err := oci.New(filepath.Join(cacheDir(), "oci")).Push(g.ctx, pc.Ref, b, oci.Meta{
+		Name: m.Name, Version: m.Version, Description: m.Description, ABI: m.ABI,
+		Capabilities: append(slices.Clone(m.Capabilities), m.OptionalCapabilities...),
+	})
+	if errors.Is(err, oci.ErrUnreachable) {
+		return &infraError{err: err, hint: "check that the registry is up and reachable"}
+	}
+	if err != nil {
+		return &usageError{err: err, hint: "check the reference and your credentials (docker login)"}
+	}
+	repo := oci.Strip(pc.Ref)
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i] // drop the tag
+	}
+	fmt.Fprintf(g.stdout, "pushed  %s %s\ndigest  %s\nsha256  %s\npin     plugin = \"oci://%s@%s\"\n", m.Name, m.Version, digest, p.SHA256(), repo, digest)
+	return nil
+}
+
+type pullCmd struct {
+	Ref string `arg:"" help:"[oci://]registry/repository:tag or @sha256:..."`
+}
+
+func (pc pullCmd) Run(g *globals) error {
+	ref := pc.Ref
+	if !strings.HasPrefix(ref, oci.Scheme) {
+		ref = oci.Scheme + ref
+	}
+	rt, err := inspectRuntime(g.ctx)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(g.ctx)
+	p, err := loadPlugin(g.ctx, rt, ref, "", "")
+	if err != nil {
+		return err
+	}
+	m := p.Manifest()
+	fmt.Fprintf(g.stdout, "pulled  %s %s\nsource  %s\nsha256  %s\n", m.Name, m.Version, p.source, p.SHA256())
+	return nil
+}
+
+// pluginBytes reads a plugin file or a bundled plugin.
+func pluginBytes(ref string) ([]byte, error) {
+	if bundled.IsName(ref) {
+		return bundled.Lookup(ref)
+	}
+	b, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
+	return b, nil
+}
+
+func inspectRuntime(ctx context.Context) (*wasm.Runtime, error) {
+	c := &config.Config{}
+	c.Env.MemoryMB, c.Env.HookTimeout.Duration = 256, time.Minute
+	return newRuntime(ctx, c)
 }
 
 type inspectCmd struct {
-	Plugin string `arg:"" help:"Bundled name (tb2, swesmith) or path of a .wasm file."`
+	Plugin string `arg:"" help:"Bundled name (tb2, swesmith), path of a .wasm file, or oci://registry/repository:tag (or @sha256:...)."`
 }
 
 func (i inspectCmd) Run(g *globals) error {
-	c := &config.Config{}
-	c.Env.MemoryMB, c.Env.HookTimeout.Duration = 256, time.Minute
-	rt, err := newRuntime(g.ctx, c)
+	rt, err := inspectRuntime(g.ctx)
 	if err != nil {
 		return err
 	}
@@ -35,6 +121,9 @@ func (i inspectCmd) Run(g *globals) error {
 	m := p.Manifest()
 	fmt.Fprintf(g.stdout, "name          %s\nversion       %s\nsource        %s\nsha256        %s\nabi           v%d\nhooks         %s\ncapabilities  %s\n",
 		m.Name, m.Version, p.source, p.SHA256(), m.ABI, strings.Join(m.Hooks, ", "), strings.Join(m.Capabilities, ", "))
+	if len(m.OptionalCapabilities) > 0 {
+		fmt.Fprintf(g.stdout, "optional      %s (used only when granted)\n", strings.Join(m.OptionalCapabilities, ", "))
+	}
 	if m.Description != "" {
 		fmt.Fprintf(g.stdout, "description   %s\n", m.Description)
 	}

@@ -50,7 +50,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime) ([]host.Sc
 			sp.Complete = complete
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source})
+		infos = append(infos, PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source, Digest: p.digest})
 	}
 	return scorers, infos, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/proctor-dev/proctor/host/bundled"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/dataset"
+	"github.com/proctor-dev/proctor/host/oci"
 	"github.com/proctor-dev/proctor/host/repocache"
 	"github.com/proctor-dev/proctor/host/results"
 	"github.com/proctor-dev/proctor/host/wasm"
@@ -54,6 +55,7 @@ func cacheDir() string {
 type loadedPlugin struct {
 	*wasm.Plugin
 	source string
+	digest string // the OCI manifest digest, for oci:// plugins
 }
 
 // loadPlugin loads a bundled plugin by short name or a .wasm file by path,
@@ -61,7 +63,27 @@ type loadedPlugin struct {
 func loadPlugin(ctx context.Context, rt *wasm.Runtime, ref, pin string, baseDir string) (*loadedPlugin, error) {
 	var b []byte
 	var source string
-	if bundled.IsName(ref) {
+	var digest string
+	if strings.HasPrefix(ref, oci.Scheme) {
+		pulled, err := oci.New(filepath.Join(cacheDir(), "oci")).Pull(ctx, ref)
+		if errors.Is(err, oci.ErrUnreachable) {
+			return nil, &infraError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "check the registry, or pin the plugin by digest (oci://registry/repo@sha256:...) to run from the cache"}
+		}
+		if err != nil {
+			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "check the reference; a plugin whose bytes do not match its digest is never run"}
+		}
+		if b, err = os.ReadFile(pulled.Path); err != nil {
+			return nil, &infraError{err: err}
+		}
+		r := oci.Strip(ref)
+		if base, _, ok := strings.Cut(r, "@"); ok {
+			r = base
+		}
+		source, digest = "oci:"+r+"@"+pulled.Digest, pulled.Digest
+		if pulled.FromCache {
+			source += " (cached)"
+		}
+	} else if bundled.IsName(ref) {
 		var err error
 		b, err = bundled.Lookup(ref)
 		if err != nil {
@@ -87,7 +109,7 @@ func loadPlugin(ctx context.Context, rt *wasm.Runtime, ref, pin string, baseDir 
 	if pin != "" && !strings.EqualFold(strings.TrimPrefix(pin, "sha256:"), p.SHA256()) {
 		return nil, &usageError{err: fmt.Errorf("plugin %s has sha256 %s, but the config pins %s", ref, p.SHA256(), pin), hint: "refusing to run other bytes than pinned: update the pin only if you trust the new plugin"}
 	}
-	return &loadedPlugin{Plugin: p, source: source}, nil
+	return &loadedPlugin{Plugin: p, source: source, digest: digest}, nil
 }
 
 func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {

@@ -1,0 +1,328 @@
+// Package oci pushes plugins to OCI registries and pulls them back, as
+// artifacts of their own type: one layer holding the .wasm bytes, and the
+// plugin's manifest (name, version, ABI, capabilities, sha256) as
+// annotations, so a registry's UI and `oras manifest fetch` show what a
+// plugin is without running it.
+//
+// Pulled plugins are kept in a cache by manifest digest and checked on
+// every use: the layer's digest is verified while it is fetched, and the
+// bytes must hash to the sha256 the annotations declare. A reference pinned
+// by digest runs from the cache without reaching the registry, so a pinned
+// run works with the registry down.
+//
+// Credentials come from Docker's config (~/.docker/config.json, or
+// $DOCKER_CONFIG) and its credential helpers. Registries on the loopback
+// interface are spoken to over plain HTTP, as Docker does.
+//
+// This is the only package that imports oras-go.
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// Media and artifact types of a proctor plugin.
+const (
+	ArtifactType = "application/vnd.proctor.plugin.v1"
+	LayerType    = "application/vnd.proctor.plugin.layer.v1.wasm"
+)
+
+// Annotation keys.
+const (
+	AnnTitle        = ocispec.AnnotationTitle
+	AnnVersion      = ocispec.AnnotationVersion
+	AnnDescription  = ocispec.AnnotationDescription
+	AnnABI          = "dev.proctor.plugin.abi"
+	AnnCapabilities = "dev.proctor.plugin.capabilities"
+	AnnSHA256       = "dev.proctor.plugin.sha256"
+)
+
+// Scheme prefixes a plugin reference in a config.
+const Scheme = "oci://"
+
+// maxPlugin caps a pulled layer.
+const maxPlugin = 256 << 20
+
+// Meta describes a plugin for the annotations.
+type Meta struct {
+	Name         string
+	Version      string
+	Description  string
+	ABI          int
+	Capabilities []string
+}
+
+// Pulled is a plugin fetched (or found in the cache).
+type Pulled struct {
+	Ref       string // the reference as given, without the scheme
+	Digest    string // the manifest's digest: what a pin names
+	SHA256    string // of the .wasm bytes
+	Path      string // the cached .wasm file
+	Meta      Meta
+	FromCache bool // served from the cache, without the registry
+}
+
+// ErrTampered: the registry served bytes other than those it named.
+var ErrTampered = errors.New("plugin bytes do not match their digest")
+
+// ErrUnreachable: the registry did not answer.
+var ErrUnreachable = errors.New("registry unreachable")
+
+// Client pushes and pulls plugins; the zero value is not usable, see New.
+type Client struct {
+	cacheDir string
+	cred     auth.CredentialFunc
+}
+
+// New returns a client caching pulled plugins under cacheDir. Docker's
+// credentials are read when present; their absence is not an error.
+func New(cacheDir string) *Client {
+	c := &Client{cacheDir: cacheDir}
+	if store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{}); err == nil {
+		c.cred = credentials.Credential(store)
+	}
+	return c
+}
+
+// Strip removes the oci:// scheme.
+func Strip(ref string) string { return strings.TrimPrefix(ref, Scheme) }
+
+func (c *Client) repo(ref string) (*remote.Repository, registry.Reference, error) {
+	r, err := registry.ParseReference(Strip(ref))
+	if err != nil {
+		return nil, r, fmt.Errorf("plugin reference %q: %w (want registry/repository:tag or @sha256:...)", ref, err)
+	}
+	repo, err := remote.NewRepository(r.Registry + "/" + r.Repository)
+	if err != nil {
+		return nil, r, err
+	}
+	repo.PlainHTTP = loopback(r.Registry)
+	client := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: c.cred}
+	client.SetUserAgent("proctor")
+	repo.Client = client
+	return repo, r, nil
+}
+
+func loopback(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func unreachable(registry string, err error) error {
+	var ne net.Error
+	var oe *net.OpError
+	if errors.As(err, &oe) || errors.As(err, &ne) {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, registry, err)
+	}
+	return err
+}
+
+// Push uploads wasm as ref (registry/repository:tag) and returns the
+// manifest's digest.
+func (c *Client) Push(ctx context.Context, ref string, wasm []byte, m Meta) (string, error) {
+	repo, r, err := c.repo(ref)
+	if err != nil {
+		return "", err
+	}
+	if r.Reference == "" {
+		return "", fmt.Errorf("plugin reference %q has no tag: push to registry/repository:tag", ref)
+	}
+	sum := sha256.Sum256(wasm)
+	layer := content.NewDescriptorFromBytes(LayerType, wasm)
+	layer.Annotations = map[string]string{AnnTitle: m.Name + ".wasm"}
+	if err := repo.Push(ctx, layer, bytes.NewReader(wasm)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return "", unreachable(r.Registry, fmt.Errorf("push %s: %w", ref, err))
+	}
+	ann := map[string]string{
+		AnnTitle: m.Name, AnnVersion: m.Version, AnnABI: strconv.Itoa(m.ABI),
+		AnnCapabilities: strings.Join(m.Capabilities, ","), AnnSHA256: hex.EncodeToString(sum[:]),
+	}
+	if m.Description != "" {
+		ann[AnnDescription] = m.Description
+	}
+	desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, ArtifactType, oras.PackManifestOptions{
+		Layers: []ocispec.Descriptor{layer}, ManifestAnnotations: ann,
+	})
+	if err != nil {
+		return "", unreachable(r.Registry, fmt.Errorf("push %s: %w", ref, err))
+	}
+	if err := repo.Tag(ctx, desc, r.Reference); err != nil {
+		return "", unreachable(r.Registry, fmt.Errorf("tag %s: %w", ref, err))
+	}
+	return desc.Digest.String(), nil
+}
+
+// entry is the cache folder of one manifest digest.
+func (c *Client) entry(digest string) string {
+	return filepath.Join(c.cacheDir, strings.ReplaceAll(digest, ":", "-"))
+}
+
+// Pull returns the plugin ref names. A reference by digest is served from
+// the cache when it is there; a tag is resolved at the registry every time.
+func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
+	repo, r, err := c.repo(ref)
+	if err != nil {
+		return nil, err
+	}
+	if d, err := r.Digest(); err == nil {
+		if p, err := c.cached(d.String()); err == nil {
+			p.Ref = Strip(ref)
+			return p, nil
+		}
+	}
+	if r.Reference == "" {
+		return nil, fmt.Errorf("plugin reference %q has neither a tag nor a digest", ref)
+	}
+	desc, err := repo.Resolve(ctx, r.Reference)
+	if err != nil {
+		return nil, unreachable(r.Registry, fmt.Errorf("resolve %s: %w", ref, err))
+	}
+	raw, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		return nil, c.fetchErr(r.Registry, ref, err)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(raw, &man); err != nil {
+		return nil, fmt.Errorf("%s: the manifest is not an OCI image manifest: %v", ref, err)
+	}
+	if man.ArtifactType != ArtifactType && man.Config.MediaType != ArtifactType {
+		return nil, fmt.Errorf("%s is not a proctor plugin (artifact type %q)", ref, man.ArtifactType)
+	}
+	var layer *ocispec.Descriptor
+	for i := range man.Layers {
+		if man.Layers[i].MediaType == LayerType {
+			layer = &man.Layers[i]
+		}
+	}
+	if layer == nil || layer.Size > maxPlugin || layer.Size < 0 {
+		return nil, fmt.Errorf("%s: no plugin layer of at most %d MiB", ref, maxPlugin>>20)
+	}
+	wasm, err := content.FetchAll(ctx, repo.Blobs(), *layer)
+	if err != nil {
+		return nil, c.fetchErr(r.Registry, ref, err)
+	}
+	meta, sha, err := check(man.Annotations, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	p := &Pulled{Ref: Strip(ref), Digest: desc.Digest.String(), SHA256: sha, Meta: meta}
+	if err := c.store(p, raw, wasm); err != nil {
+		return nil, fmt.Errorf("cache %s: %w", ref, err)
+	}
+	return p, nil
+}
+
+func (c *Client) fetchErr(registry, ref string, err error) error {
+	if errors.Is(err, content.ErrMismatchedDigest) || errors.Is(err, content.ErrTrailingData) {
+		return fmt.Errorf("%s: %w: %v", ref, ErrTampered, err)
+	}
+	return unreachable(registry, fmt.Errorf("fetch %s: %w", ref, err))
+}
+
+// check reads the annotations and verifies the bytes against the sha256
+// they declare.
+func check(ann map[string]string, wasm []byte) (Meta, string, error) {
+	sum := sha256.Sum256(wasm)
+	sha := hex.EncodeToString(sum[:])
+	if want := ann[AnnSHA256]; want != "" && !strings.EqualFold(want, sha) {
+		return Meta{}, "", fmt.Errorf("%w: the bytes hash to %s, the manifest says %s", ErrTampered, sha, want)
+	}
+	abiV, _ := strconv.Atoi(ann[AnnABI])
+	m := Meta{Name: ann[AnnTitle], Version: ann[AnnVersion], Description: ann[AnnDescription], ABI: abiV}
+	if caps := ann[AnnCapabilities]; caps != "" {
+		m.Capabilities = strings.Split(caps, ",")
+	}
+	return m, sha, nil
+}
+
+func (c *Client) store(p *Pulled, manifest, wasm []byte) error {
+	dir := c.entry(p.Digest)
+	tmp, err := os.MkdirTemp(c.cacheDir, ".pull-*")
+	if err != nil {
+		if err := os.MkdirAll(c.cacheDir, 0o755); err != nil {
+			return err
+		}
+		if tmp, err = os.MkdirTemp(c.cacheDir, ".pull-*"); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "manifest.json"), manifest, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "plugin.wasm"), wasm, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return err
+		}
+	}
+	p.Path = filepath.Join(dir, "plugin.wasm")
+	return nil
+}
+
+// cached returns the cache entry of a manifest digest, verified again:
+// the manifest must hash to its digest and the bytes to their sha256.
+func (c *Client) cached(digest string) (*Pulled, error) {
+	dir := c.entry(digest)
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	algo, hexd, _ := strings.Cut(digest, ":")
+	sum := sha256.Sum256(raw)
+	if algo != "sha256" || hex.EncodeToString(sum[:]) != hexd {
+		return nil, fmt.Errorf("cache entry %s: %w", dir, ErrTampered)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(raw, &man); err != nil {
+		return nil, err
+	}
+	wasm, err := os.ReadFile(filepath.Join(dir, "plugin.wasm"))
+	if err != nil {
+		return nil, err
+	}
+	meta, sha, err := check(man.Annotations, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("cache entry %s: %w", dir, err)
+	}
+	if !slices.ContainsFunc(man.Layers, func(l ocispec.Descriptor) bool { return l.MediaType == LayerType && l.Digest.String() == "sha256:"+sha }) {
+		return nil, fmt.Errorf("cache entry %s: %w: no layer of the manifest has the bytes' digest", dir, ErrTampered)
+	}
+	return &Pulled{Digest: digest, SHA256: sha, Path: filepath.Join(dir, "plugin.wasm"), Meta: meta, FromCache: true}, nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,111 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/proctor-dev/proctor/host/oci/ocitest"
+)
+
+var meta = Meta{Name: "toolstats", Version: "1.2.3", ABI: 1, Capabilities: []string{"host.info", "model.complete"}, Description: "d"}
+
+func TestPushPullByTagAndDigest(t *testing.T) {
+	reg := ocitest.Start(t)
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	c := New(t.TempDir())
+	ctx := context.Background()
+	wasm := bytes.Repeat([]byte("\x00asm plugin bytes "), 1000)
+	ref := "oci://" + reg.Addr + "/team/toolstats:1.2.3"
+	digest, err := c.Push(ctx, ref, wasm, meta)
+	if err != nil || !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("push: %v %q", err, digest)
+	}
+	p, err := c.Pull(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(p.Path)
+	if !bytes.Equal(got, wasm) || p.Digest != digest || p.FromCache || p.Meta.Name != "toolstats" || p.Meta.Version != "1.2.3" ||
+		p.Meta.ABI != 1 || strings.Join(p.Meta.Capabilities, ",") != "host.info,model.complete" || len(p.SHA256) != 64 {
+		t.Fatalf("pulled %+v", p)
+	}
+	// By digest: the second time from the cache.
+	byDigest := reg.Addr + "/team/toolstats@" + digest
+	p2, err := New(t.TempDir()).Pull(ctx, byDigest)
+	if err != nil || p2.FromCache || p2.SHA256 != p.SHA256 {
+		t.Fatalf("by digest: %v %+v", err, p2)
+	}
+	p3, err := c.Pull(ctx, byDigest)
+	if err != nil || !p3.FromCache {
+		t.Fatalf("by digest, cached: %v %+v", err, p3)
+	}
+
+	// Registry down: a digest pin runs from the cache, a tag says why not.
+	reg.Stop()
+	if p4, err := c.Pull(ctx, byDigest); err != nil || !p4.FromCache {
+		t.Fatalf("pinned pull with the registry down: %v", err)
+	}
+	if _, err := c.Pull(ctx, ref); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("tag pull with the registry down: %v", err)
+	}
+}
+
+func TestTamperedBlobRefused(t *testing.T) {
+	reg := ocitest.Start(t)
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	c := New(t.TempDir())
+	ctx := context.Background()
+	wasm := bytes.Repeat([]byte("honest bytes "), 500)
+	ref := reg.Addr + "/team/p:1"
+	if _, err := c.Push(ctx, ref, wasm, meta); err != nil {
+		t.Fatal(err)
+	}
+	evil := bytes.Clone(wasm)
+	evil[10] ^= 0xff
+	sum := sha256Hex(wasm)
+	if err := os.WriteFile(reg.Blob("sha256:"+sum), evil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Pull(ctx, ref)
+	if !errors.Is(err, ErrTampered) {
+		t.Fatalf("tampered blob: %v", err)
+	}
+}
+
+func TestCacheTamperingRefused(t *testing.T) {
+	reg := ocitest.Start(t)
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	c := New(t.TempDir())
+	ctx := context.Background()
+	wasm := []byte("cached plugin")
+	digest, err := c.Push(ctx, reg.Addr+"/team/p:1", wasm, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Pull(ctx, reg.Addr+"/team/p@"+digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p.Path, []byte("swapped plugin"), 0o644)
+	reg.Stop()
+	if _, err := c.Pull(ctx, reg.Addr+"/team/p@"+digest); err == nil {
+		t.Fatal("a swapped cache entry was used")
+	}
+}
+
+func TestBadReferences(t *testing.T) {
+	c := New(t.TempDir())
+	ctx := context.Background()
+	for _, ref := range []string{"oci://", "oci://no-repo", "oci://127.0.0.1:1/a/b@sha256:nothex"} {
+		if _, err := c.Pull(ctx, ref); err == nil {
+			t.Errorf("%q accepted", ref)
+		}
+	}
+	if _, err := c.Push(ctx, "127.0.0.1:1/a/b", []byte("x"), meta); err == nil || !strings.Contains(err.Error(), "no tag") {
+		t.Errorf("push without tag: %v", err)
+	}
+}
