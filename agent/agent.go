@@ -67,8 +67,15 @@ func (u *Usage) add(v Usage) {
 type Reply struct {
 	Message Message
 	Usage   Usage
-	// Logprobs keeps token ids and logprobs when the endpoint returns them.
+	// Logprobs keeps the endpoint's logprobs object as it came.
 	Logprobs json.RawMessage
+	// PromptTokenIDs, CompletionTokenIDs and CompletionLogprobs are what
+	// the endpoint reports of this call in tokens, when it does (vLLM and
+	// SGLang with return_token_ids and logprobs): the exact ids the model
+	// read and wrote, so training needs no retokenization.
+	PromptTokenIDs     []int
+	CompletionTokenIDs []int
+	CompletionLogprobs []float64
 }
 
 // Model is one chat completion.
@@ -118,6 +125,11 @@ type Turn struct {
 	Tools     []ToolTiming    `json:"tools,omitempty"`
 	Errors    []string        `json:"errors,omitempty"`
 	Logprobs  json.RawMessage `json:"logprobs,omitempty"`
+	// Token ids and logprobs of this call, when the endpoint returned them
+	// (see Reply).
+	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
+	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
+	CompletionLogprobs []float64 `json:"completion_logprobs,omitempty"`
 }
 
 // ToolTiming is one tool call's name, duration and whether it failed.
@@ -157,7 +169,8 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		}
 		start := time.Now()
 		reply, err := l.Model.Complete(ctx, tr.Messages, schemas)
-		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(), Logprobs: reply.Logprobs}
+		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(), Logprobs: reply.Logprobs,
+			PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
 		tr.Usage.add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())

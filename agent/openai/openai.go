@@ -38,6 +38,11 @@ type Config struct {
 	RetryBudget    int // retries per rollout (default 8)
 	BaseBackoff    time.Duration
 	MaxBackoff     time.Duration
+	// ReturnTokens asks the endpoint for the token ids of every call
+	// ("return_token_ids": true, vLLM and SGLang) and the logprobs of the
+	// completion ("logprobs": true). Whatever the request asked, the ids
+	// and logprobs an answer carries are kept in the Reply.
+	ReturnTokens bool
 }
 
 // Limiter is shared by every rollout of a run.
@@ -146,6 +151,10 @@ func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []age
 	if c.f.cfg.MaxTokens > 0 {
 		body["max_tokens"] = c.f.cfg.MaxTokens
 	}
+	if c.f.cfg.ReturnTokens {
+		body["return_token_ids"] = true
+		body["logprobs"] = true
+	}
 	for k, v := range c.f.cfg.ExtraBody {
 		body[k] = v
 	}
@@ -202,16 +211,22 @@ func retryable(err error) bool {
 	return errors.As(err, &re)
 }
 
+// response is a chat completion. Token ids come as vLLM sends them
+// (prompt_token_ids at the top, token_ids in the choice) or as SGLang does
+// (both in the choice).
 type response struct {
-	Choices []struct {
+	PromptTokenIDs []int `json:"prompt_token_ids"`
+	Choices        []struct {
 		Message struct {
 			Content          *string          `json:"content"`
 			ReasoningContent string           `json:"reasoning_content"`
 			Reasoning        string           `json:"reasoning"`
 			ToolCalls        []agent.ToolCall `json:"tool_calls"`
 		} `json:"message"`
-		Logprobs     json.RawMessage `json:"logprobs"`
-		FinishReason string          `json:"finish_reason"`
+		Logprobs       json.RawMessage `json:"logprobs"`
+		FinishReason   string          `json:"finish_reason"`
+		TokenIDs       []int           `json:"token_ids"`
+		PromptTokenIDs []int           `json:"prompt_token_ids"`
 	} `json:"choices"`
 	Usage struct {
 		PromptTokens        int64 `json:"prompt_tokens"`
@@ -267,8 +282,36 @@ func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, er
 	}}
 	if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
 		reply.Logprobs = ch.Logprobs
+		reply.CompletionLogprobs = completionLogprobs(ch.Logprobs)
 	}
+	reply.PromptTokenIDs = r.PromptTokenIDs
+	if len(reply.PromptTokenIDs) == 0 {
+		reply.PromptTokenIDs = ch.PromptTokenIDs
+	}
+	reply.CompletionTokenIDs = ch.TokenIDs
 	return reply, nil
+}
+
+// completionLogprobs reads the sampled tokens' logprobs out of a choice's
+// logprobs object ({"content": [{"logprob": ...}, ...]}). It returns nil
+// when the object has another shape: no value is invented.
+func completionLogprobs(raw json.RawMessage) []float64 {
+	var lp struct {
+		Content []struct {
+			Logprob *float64 `json:"logprob"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(raw, &lp) != nil || len(lp.Content) == 0 {
+		return nil
+	}
+	out := make([]float64, len(lp.Content))
+	for i, c := range lp.Content {
+		if c.Logprob == nil {
+			return nil
+		}
+		out[i] = *c.Logprob
+	}
+	return out
 }
 
 // classify sorts a failed request: context length, retryable (with the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,69 @@ func TestLoopAgainstScriptedServer(t *testing.T) {
 	}
 	if tr.Usage.PromptTokens != 500 {
 		t.Errorf("usage %+v", tr.Usage)
+	}
+}
+
+// TestReturnTokens: the switch adds the request keys; the ids and logprobs
+// come back wherever vLLM or SGLang put them; without the switch nothing
+// is asked and nothing is recorded.
+func TestReturnTokens(t *testing.T) {
+	cases := []struct {
+		name     string
+		cfg      Config
+		step     openaitest.Step
+		wantKeys bool
+	}{
+		{"vllm", Config{ReturnTokens: true}, openaitest.Step{Body: openaitest.Reply("ok")}, true},
+		{"sglang", Config{ReturnTokens: true}, openaitest.Step{Body: openaitest.Reply("ok"), PromptIDsInChoice: true}, true},
+		{"extra body", Config{ExtraBody: map[string]any{"return_token_ids": true, "logprobs": true}}, openaitest.Step{Body: openaitest.Reply("ok")}, true},
+		{"off", Config{}, openaitest.Step{Body: openaitest.Reply("ok")}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := openaitest.New(tc.step)
+			defer srv.Close()
+			r, err := client(srv, tc.cfg).Complete(context.Background(), hello, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := srv.Requests()[0].Body
+			if asked := body["return_token_ids"] == true && body["logprobs"] == true; asked != tc.wantKeys {
+				t.Fatalf("request keys: %v", body)
+			}
+			if !tc.wantKeys {
+				if r.PromptTokenIDs != nil || r.CompletionTokenIDs != nil || r.CompletionLogprobs != nil {
+					t.Fatalf("ids recorded without being asked: %+v", r)
+				}
+				return
+			}
+			want, _ := openaitest.Chat([]openaitest.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "ok", Reasoning: "thinking about ok"}})
+			got := append(append([]int(nil), r.PromptTokenIDs...), r.CompletionTokenIDs...)
+			// The prompt ends with the generation header, which Chat
+			// renders as the assistant message's header.
+			if !slices.Equal(got, want) {
+				t.Fatalf("ids %v, want %v", got, want)
+			}
+			if len(r.CompletionLogprobs) != len(r.CompletionTokenIDs) || r.CompletionLogprobs[0] != openaitest.Logprob(r.CompletionTokenIDs[0]) {
+				t.Fatalf("logprobs %v for ids %v", r.CompletionLogprobs, r.CompletionTokenIDs)
+			}
+			if r.Usage.PromptTokens != int64(len(r.PromptTokenIDs)) {
+				t.Errorf("usage %+v", r.Usage)
+			}
+		})
+	}
+}
+
+func TestCompletionLogprobsShapes(t *testing.T) {
+	for raw, want := range map[string]int{
+		`{"content":[{"logprob":-0.5},{"logprob":0}]}`: 2,
+		`{"content":[{"logprob":-0.5},{"token":"x"}]}`: 0, // one missing: none kept
+		`{"content":[]}`:                         0,
+		`{"tokens":["a"],"token_logprobs":[-1]}`: 0, // completions-style shape is not a chat's
+		`[1,2]`:                                  0,
+	} {
+		if got := completionLogprobs(json.RawMessage(raw)); len(got) != want {
+			t.Errorf("%s: %v", raw, got)
+		}
 	}
 }

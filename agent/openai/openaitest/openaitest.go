@@ -2,6 +2,12 @@
 // on 127.0.0.1 for tests: each request takes the next step (a reply, an
 // HTTP error with optional Retry-After, a delay); when the steps run out it
 // answers "done" with no tool calls.
+//
+// Like vLLM, it returns token ids when the request sets "return_token_ids"
+// and completion logprobs when it sets "logprobs". They come from a toy
+// tokenizer (tokens.go): one token per whitespace-separated word of a
+// rendered chat template, so the prompt of each turn starts with the prompt
+// and completion of the turn before, as with a real template.
 package openaitest
 
 import (
@@ -21,6 +27,14 @@ type Step struct {
 	Body       string        // response body (default: Reply("done"))
 	RetryAfter string        // Retry-After header
 	Delay      time.Duration // wait before answering (a hanging endpoint)
+	// DropReasoning renders earlier assistant turns without their
+	// reasoning in this step's prompt ids, as chat templates that strip
+	// <think> from the history do: the prompt no longer starts with the
+	// previous turn's prompt and completion.
+	DropReasoning bool
+	// PromptIDsInChoice puts prompt_token_ids in the choice, where SGLang
+	// sends them, instead of at the top of the response, where vLLM does.
+	PromptIDsInChoice bool
 }
 
 // Call is a tool call in a scripted reply.
@@ -134,6 +148,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		} else {
 			step.Body = Error(strconv.Itoa(step.Status), http.StatusText(step.Status))
 		}
+	}
+	if step.Status == http.StatusOK {
+		step.Body = withTokens(b, step)
 	}
 	w.WriteHeader(step.Status)
 	io.WriteString(w, step.Body)

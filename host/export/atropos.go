@@ -1,0 +1,145 @@
+package export
+
+import (
+	"fmt"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/results"
+)
+
+// ScoredDataGroup is one line of an Atropos groups file: the rollouts of
+// one task, their token sequences and scores. The fields and their
+// conventions are Atropos's (atroposlib/envs/base.py ScoredDataGroup):
+// masks hold -100 where the model did not generate the token, and
+// inference_logprobs hold 1.0 there. Fields proctor does not know are
+// written as null.
+type ScoredDataGroup struct {
+	// Tokens and Masks are omitted when the group is written with
+	// messages only (see GroupInfo.NoTokens).
+	Tokens            [][]int           `json:"tokens,omitempty"`
+	Masks             [][]int           `json:"masks,omitempty"`
+	Scores            []float64         `json:"scores"`
+	Advantages        [][]float64       `json:"advantages"`
+	RefLogprobs       [][]float64       `json:"ref_logprobs"`
+	Messages          [][]agent.Message `json:"messages"`
+	GenerationParams  map[string]any    `json:"generation_params"`
+	InferenceLogprobs [][]float64       `json:"inference_logprobs"`
+	GroupOverrides    map[string]any    `json:"group_overrides"`
+	Overrides         []map[string]any  `json:"overrides"`
+	Images            any               `json:"images"`
+}
+
+// Why a group is not written.
+const (
+	DropEmpty       = "empty"        // no rollout can be exported
+	DropMinReward   = "min_reward"   // the best reward is below Filter.MinReward
+	DropEqualScores = "equal_scores" // every rollout scored the same
+	DropMaxTokens   = "max_tokens"   // a rollout is longer than Filter.MaxTokens
+)
+
+// GroupInfo says what Group made of a task's rollouts, for logs and
+// manifests.
+type GroupInfo struct {
+	TaskID   string
+	Rollouts int            // rollouts in the group
+	Skipped  map[string]int // rollouts left out, by Skip reason
+	Kept     bool           // the group passed the filter
+	Dropped  string         // why not, one of the Drop constants
+	Tokens   bool           // tokens and masks are in the group
+	Logprobs bool           // inference_logprobs are in the group
+	// NoTokens says why tokens and masks are missing: "no token ids
+	// recorded", or which rollout and turn broke the sequence.
+	NoTokens string
+}
+
+// Group builds the scored data group of one task from the records of its
+// attempts and their trajectories (same order, nil for a missing
+// transcript). Rollouts that ended as infra_error, or where no model
+// answered, are left out. A group whose rollouts do not all have token
+// sequences is written with messages only, and GroupInfo.NoTokens says why.
+// The error is for arguments that do not fit together.
+func Group(recs []results.Record, trajs []*agent.Trajectory, f Filter) (ScoredDataGroup, GroupInfo, error) {
+	var info GroupInfo
+	if len(recs) != len(trajs) {
+		return ScoredDataGroup{}, info, fmt.Errorf("group: %d records but %d trajectories", len(recs), len(trajs))
+	}
+	var g ScoredDataGroup
+	var kept []*agent.Trajectory
+	var ids []string
+	for i, r := range recs {
+		if info.TaskID == "" {
+			info.TaskID = r.TaskID
+		} else if r.TaskID != info.TaskID {
+			return ScoredDataGroup{}, info, fmt.Errorf("group: records of tasks %s and %s", info.TaskID, r.TaskID)
+		}
+		if why := Skip(r, trajs[i]); why != "" {
+			if info.Skipped == nil {
+				info.Skipped = map[string]int{}
+			}
+			info.Skipped[why]++
+			continue
+		}
+		kept = append(kept, trajs[i])
+		ids = append(ids, r.RolloutID)
+		g.Scores = append(g.Scores, r.Reward)
+		g.Messages = append(g.Messages, trajs[i].Messages)
+	}
+	info.Rollouts = len(kept)
+	if len(kept) == 0 {
+		info.Dropped = DropEmpty
+		return g, info, nil
+	}
+
+	seqs := make([]Sequence, len(kept))
+	tokens, logprobs := true, true
+	for i, tr := range kept {
+		s, err := Tokens(tr)
+		if err != nil {
+			if tokens {
+				info.NoTokens = err.Error()
+				if err != ErrNoTokens {
+					info.NoTokens = fmt.Sprintf("rollout %s: %v", ids[i], err)
+				}
+			}
+			tokens = false
+			continue
+		}
+		seqs[i] = s
+		logprobs = logprobs && s.Logprobs != nil
+	}
+
+	best, equal := g.Scores[0], true
+	for _, s := range g.Scores {
+		best = max(best, s)
+		equal = equal && s == g.Scores[0]
+	}
+	switch {
+	case f.MinReward != nil && best < *f.MinReward:
+		info.Dropped = DropMinReward
+	case f.DropEqualScores && equal:
+		info.Dropped = DropEqualScores
+	case f.MaxTokens > 0:
+		for i, tr := range kept {
+			if length(tr, seqs[i], tokens) > f.MaxTokens {
+				info.Dropped = DropMaxTokens
+				break
+			}
+		}
+	}
+	info.Kept = info.Dropped == ""
+
+	if tokens {
+		info.Tokens = true
+		for _, s := range seqs {
+			g.Tokens = append(g.Tokens, s.Tokens)
+			g.Masks = append(g.Masks, s.Masks)
+		}
+		if logprobs {
+			info.Logprobs = true
+			for _, s := range seqs {
+				g.InferenceLogprobs = append(g.InferenceLogprobs, s.Logprobs)
+			}
+		}
+	}
+	return g, info, nil
+}

@@ -1,0 +1,216 @@
+// Package export turns the rollouts of a run directory into training and
+// interchange files: Atropos scored data groups (RL), chat JSONL (SFT) and
+// Harbor's Agent Trajectory Interchange Format (ATIF).
+//
+// Everything here is a pure function of a result record and the trajectory
+// of its transcript, so a caller can stream: read one task's rollouts,
+// convert them, write a line, forget them. Token sequences are built only
+// from the token ids the endpoint returned (agent.Turn's PromptTokenIDs,
+// CompletionTokenIDs, CompletionLogprobs), never by retokenizing text: when
+// the ids are missing or do not line up across turns, the group is written
+// with messages only and the reason is returned.
+package export
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/results"
+)
+
+// Transcript is what transcripts/<rollout>.json holds: the rollout's
+// identity and inputs, and its trajectory.
+type Transcript struct {
+	RolloutID  string            `json:"rollout_id"`
+	TaskID     string            `json:"task_id"`
+	Seed       uint64            `json:"seed"`
+	Prompt     string            `json:"prompt"`
+	System     string            `json:"system"`
+	Trajectory *agent.Trajectory `json:"trajectory"`
+}
+
+// ParseTranscript reads a transcript, or a bare agent.Trajectory as older
+// runs and other tools write it. The bytes are untrusted: anything that is
+// not one of the two shapes is an error, never a panic.
+func ParseTranscript(b []byte) (*Transcript, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	var t Transcript
+	if _, ok := probe["trajectory"]; ok {
+		if err := json.Unmarshal(b, &t); err != nil {
+			return nil, err
+		}
+	} else {
+		_, hasMsgs := probe["messages"]
+		_, hasAgent := probe["agent"]
+		if !hasMsgs && !hasAgent {
+			return nil, errors.New("neither a transcript (no \"trajectory\") nor a trajectory (no \"messages\" or \"agent\")")
+		}
+		var tr agent.Trajectory
+		if err := json.Unmarshal(b, &tr); err != nil {
+			return nil, err
+		}
+		t.Trajectory = &tr
+	}
+	if t.Trajectory == nil {
+		t.Trajectory = &agent.Trajectory{}
+	}
+	return &t, nil
+}
+
+// ReadTranscript reads and parses a transcript file.
+func ReadTranscript(path string) (*Transcript, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ParseTranscript(b)
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ReadTrajectory reads the trajectory of a transcript file.
+func ReadTrajectory(path string) (*agent.Trajectory, error) {
+	t, err := ReadTranscript(path)
+	if err != nil {
+		return nil, err
+	}
+	return t.Trajectory, nil
+}
+
+// Filter selects the groups and rollouts worth training on.
+type Filter struct {
+	// MinReward, when set, drops groups whose best reward is below it and,
+	// in SFT, rollouts whose reward is below it.
+	MinReward *float64
+	// DropEqualScores drops groups whose rollouts all scored the same: they
+	// carry no signal for group-relative methods (GRPO).
+	DropEqualScores bool
+	// MaxTokens, when positive, drops groups with a rollout longer than
+	// this many tokens (by its token ids, or by the last turn's usage when
+	// no ids were recorded).
+	MaxTokens int
+}
+
+// Why a rollout is left out of every export.
+const (
+	SkipInfraError   = "infra_error"   // the rollout never got a fair score
+	SkipNoTranscript = "no_transcript" // no trajectory was recorded
+	SkipNoModelTurn  = "no_model_turn" // oracle, nop: nothing the model wrote
+)
+
+// Skip says why a rollout cannot be exported, or "" when it can.
+func Skip(rec results.Record, tr *agent.Trajectory) string {
+	switch {
+	case rec.Outcome == results.OutcomeInfraError:
+		return SkipInfraError
+	case tr == nil:
+		return SkipNoTranscript
+	}
+	for _, m := range tr.Messages {
+		if m.Role == "assistant" {
+			return ""
+		}
+	}
+	return SkipNoModelTurn
+}
+
+var (
+	schemasOnce sync.Once
+	schemas     map[string]agent.Schema
+)
+
+// toolSchemas returns the definitions of the named tools that proctor
+// knows, in the order named.
+func toolSchemas(names []string) []agent.Schema {
+	schemasOnce.Do(func() {
+		schemas = map[string]agent.Schema{}
+		for set := range agent.Toolsets {
+			ts, err := agent.NewToolset([]string{set})
+			if err != nil {
+				continue
+			}
+			for _, s := range ts.Schemas() {
+				schemas[s.Function.Name] = s
+			}
+		}
+	})
+	var out []agent.Schema
+	for _, n := range names {
+		if s, ok := schemas[n]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// EachGroup reads the run directory dir and calls fn once per task with
+// its rollouts (the records of every attempt, by attempt, and their
+// trajectories; a nil trajectory when the record names no transcript).
+// Tasks come in the order their first record was written; only one task's
+// transcripts are in memory at a time.
+func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Trajectory) error) error {
+	if _, err := os.Stat(filepath.Join(dir, results.ResultsFile)); err != nil {
+		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, results.ResultsFile)
+	}
+	store, err := results.Open(dir)
+	if err != nil {
+		return err
+	}
+	recs := store.Records()
+	store.Close()
+	var order []string
+	byTask := map[string][]results.Record{}
+	for _, r := range recs {
+		if _, ok := byTask[r.TaskID]; !ok {
+			order = append(order, r.TaskID)
+		}
+		byTask[r.TaskID] = append(byTask[r.TaskID], r)
+	}
+	for _, id := range order {
+		group := byTask[id]
+		slices.SortStableFunc(group, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+		trajs := make([]*agent.Trajectory, len(group))
+		for i, r := range group {
+			if r.Transcript == "" {
+				continue
+			}
+			tr, err := ReadTrajectory(filepath.Join(dir, filepath.FromSlash(r.Transcript)))
+			if err != nil {
+				return fmt.Errorf("task %s attempt %d: %w", r.TaskID, r.Attempt, err)
+			}
+			trajs[i] = tr
+		}
+		if err := fn(group, trajs); err != nil {
+			return err
+		}
+		delete(byTask, id)
+	}
+	return nil
+}
+
+// RunID is the run id manifest.json records, or "" when it cannot be read.
+func RunID(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, results.ManifestFile))
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		RunID string `json:"run_id"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(b), &m) != nil {
+		return ""
+	}
+	return m.RunID
+}

@@ -1,0 +1,123 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/proctor-dev/proctor/agent"
+)
+
+// Atropos's conventions for positions the model did not generate.
+const (
+	MaskedToken   = -100 // in masks
+	MaskedLogprob = 1.0  // in inference_logprobs: no real logprob is positive
+)
+
+// ErrNoTokens: the trajectory has no token ids (the endpoint did not
+// return them, or the agent is not a model).
+var ErrNoTokens = errors.New("no token ids recorded")
+
+// PrefixError: a turn's prompt ids do not start with the previous turn's
+// prompt and completion ids, so the turns cannot be laid on one sequence.
+// It happens when the chat template renders the history differently from
+// how the model produced it (most often: it drops earlier reasoning).
+type PrefixError struct {
+	Turn int // the turn whose prompt breaks the sequence
+	At   int // the first token position that differs
+}
+
+func (e *PrefixError) Error() string {
+	return fmt.Sprintf("turn %d: its prompt token ids differ from the earlier turns' prompt and completion at token %d (the chat template re-renders the history, for example without earlier reasoning): the turns are not one sequence", e.Turn, e.At)
+}
+
+// Sequence is one rollout as a single token sequence.
+type Sequence struct {
+	Tokens []int
+	// Masks is MaskedToken where the model did not generate the token and
+	// the token id where it did.
+	Masks []int
+	// Logprobs is aligned with Tokens: the sampling logprob where the
+	// model generated the token, MaskedLogprob elsewhere. It is nil when a
+	// turn lacks logprobs for all its completion tokens.
+	Logprobs []float64
+}
+
+// Tokens builds the sequence of a trajectory from its recorded ids: the
+// last turn's prompt and completion, in which each earlier turn's
+// completion sits where the next prompt repeats it. It returns ErrNoTokens
+// when no ids were recorded and an error naming the turn when they do not
+// line up; it never invents a token.
+func Tokens(tr *agent.Trajectory) (Sequence, error) {
+	var s Sequence
+	logprobs := true
+	recorded := false
+	for _, t := range tr.Turns {
+		if len(t.PromptTokenIDs) > 0 || len(t.CompletionTokenIDs) > 0 {
+			recorded = true
+			break
+		}
+	}
+	if !recorded {
+		return Sequence{}, ErrNoTokens
+	}
+	for _, t := range tr.Turns {
+		if len(t.Errors) > 0 && len(t.CompletionTokenIDs) == 0 {
+			continue // a failed call: no reply, nothing generated
+		}
+		if len(t.PromptTokenIDs) == 0 || len(t.CompletionTokenIDs) == 0 {
+			return Sequence{}, fmt.Errorf("turn %d: no prompt or completion token ids while other turns have them", t.Index)
+		}
+		if len(t.PromptTokenIDs) < len(s.Tokens) {
+			return Sequence{}, &PrefixError{Turn: t.Index, At: len(t.PromptTokenIDs)}
+		}
+		for i, id := range s.Tokens {
+			if t.PromptTokenIDs[i] != id {
+				return Sequence{}, &PrefixError{Turn: t.Index, At: i}
+			}
+		}
+		for _, id := range t.PromptTokenIDs[len(s.Tokens):] {
+			if id < 0 {
+				return Sequence{}, fmt.Errorf("turn %d: negative prompt token id %d", t.Index, id)
+			}
+			s.Tokens = append(s.Tokens, id)
+			s.Masks = append(s.Masks, MaskedToken)
+			s.Logprobs = append(s.Logprobs, MaskedLogprob)
+		}
+		aligned := len(t.CompletionLogprobs) == len(t.CompletionTokenIDs)
+		logprobs = logprobs && aligned
+		for i, id := range t.CompletionTokenIDs {
+			if id < 0 {
+				return Sequence{}, fmt.Errorf("turn %d: negative completion token id %d", t.Index, id)
+			}
+			s.Tokens = append(s.Tokens, id)
+			s.Masks = append(s.Masks, id)
+			lp := MaskedLogprob
+			if aligned {
+				lp = t.CompletionLogprobs[i]
+			}
+			s.Logprobs = append(s.Logprobs, lp)
+		}
+	}
+	if len(s.Tokens) == 0 {
+		return Sequence{}, ErrNoTokens
+	}
+	if !logprobs {
+		s.Logprobs = nil
+	}
+	return s, nil
+}
+
+// length is the rollout's length in tokens: by its ids when it has them,
+// else by the prompt and completion usage of its last answered turn.
+func length(tr *agent.Trajectory, s Sequence, ok bool) int {
+	if ok {
+		return len(s.Tokens)
+	}
+	for i := len(tr.Turns) - 1; i >= 0; i-- {
+		u := tr.Turns[i].Usage
+		if u.PromptTokens+u.CompletionTokens > 0 {
+			return int(u.PromptTokens + u.CompletionTokens)
+		}
+	}
+	return 0
+}
