@@ -76,6 +76,7 @@ var ErrNoOracle = errors.New("environment has no oracle")
 type AgentInput struct {
 	RolloutID string
 	Task      Task
+	Attempt   int
 	System    string
 	Prompt    string
 	Sandbox   sandbox.Sandbox

@@ -58,6 +58,9 @@ type Runner struct {
 	Config   Config
 	// Rewards are stacked reward plugins, scored after verification.
 	Rewards []Scorer
+	// OnRecord, when set, sees every record once it is stored; it may be
+	// called from several goroutines at once.
+	OnRecord func(results.Record)
 
 	startSem chan struct{}
 }
@@ -127,6 +130,9 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 				st.Outcomes[rec.Outcome]++
 				mu.Unlock()
 				r.Progress.Done(rec)
+				if err == nil && r.OnRecord != nil {
+					r.OnRecord(rec)
+				}
 			}
 		}()
 	}
@@ -334,7 +340,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	agentErr := p.run(ctx, "agent", r.agentTimeout(t), func(actx context.Context) error {
 		var err error
 		out, err = r.Agent.Run(actx, AgentInput{
-			RolloutID: id, Task: t, System: system, Prompt: user, Sandbox: sb, Seed: rec.Seed,
+			RolloutID: id, Task: t, Attempt: j.attempt, System: system, Prompt: user, Sandbox: sb, Seed: rec.Seed,
 			Oracle: ro.Oracle,
 		})
 		if actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {

@@ -33,6 +33,7 @@ type Manifest struct {
 	FinishedAt     *time.Time          `json:"finished_at,omitempty"`
 	Plugin         PluginInfo          `json:"plugin"`
 	Rewards        []PluginInfo        `json:"rewards,omitempty"`
+	Process        *ProcessInfo        `json:"process,omitempty"`
 	Model          map[string]string   `json:"model,omitempty"`
 	Agent          string              `json:"agent"`
 	Backend        string              `json:"backend"`
@@ -57,11 +58,28 @@ func runDir(c *config.Config, out string) string {
 	return filepath.Join(c.Run.OutDir, c.Run.Name)
 }
 
-func (e evalCmd) Run(g *globals) error {
+func (e evalCmd) Run(g *globals) error { return e.execute(g, nil) }
+
+// runHooks let another command (process) ride on eval's run: adjust the
+// config, see the store before the run and every record as it lands, and
+// add to the manifest at the end.
+type runHooks struct {
+	config func(c *config.Config) error
+	start  func(dir string, store *results.Store) error
+	record func(rec results.Record)
+	finish func(man *Manifest) error
+}
+
+func (e evalCmd) execute(g *globals, h *runHooks) error {
 	ctx := g.ctx
 	c, err := loadConfig(e.Config, e.Set)
 	if err != nil {
 		return err
+	}
+	if h != nil && h.config != nil {
+		if err := h.config(c); err != nil {
+			return err
+		}
 	}
 	dir := runDir(c, e.Out)
 	store, err := results.Open(dir)
@@ -170,6 +188,14 @@ func (e evalCmd) Run(g *globals) error {
 			},
 		},
 	}
+	if h != nil && h.start != nil {
+		if err := h.start(dir, store); err != nil {
+			return err
+		}
+	}
+	if h != nil && h.record != nil {
+		r.OnRecord = h.record
+	}
 	st, runErr := r.Run(ctx, tasks)
 
 	recs := store.Records()
@@ -192,6 +218,11 @@ func (e evalCmd) Run(g *globals) error {
 	if !st.Interrupted {
 		now := time.Now().UTC()
 		man.FinishedAt = &now
+	}
+	if h != nil && h.finish != nil {
+		if err := h.finish(&man); err != nil && runErr == nil {
+			runErr = err
+		}
 	}
 	results.WriteJSONAtomic(manPath, man)
 	fmt.Fprintf(g.stdout, "run %s: %s\n", man.RunID, dir)

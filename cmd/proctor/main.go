@@ -36,6 +36,7 @@ type cli struct {
 	LogLevel string `help:"Log level: debug, info, warn, error." default:"warn" enum:"debug,info,warn,error" name:"log-level"`
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
+	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
 	Plugin  pluginCmd  `cmd:"" help:"Inspect and check plugins."`

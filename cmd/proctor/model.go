@@ -13,6 +13,40 @@ import (
 // connection pool and one limiter for the run, one retry budget per
 // rollout. The key comes from the environment variable the config names.
 func modelFor(c *config.Config) (func() agent.Model, error) {
+	f, err := modelFactory(c, c.Model.Temperature)
+	if err != nil {
+		return nil, err
+	}
+	return func() agent.Model { return f.New() }, nil
+}
+
+// modelPerAttempt is modelFor with [process] temperatures: attempt i
+// samples at temperatures[i % len], over one limiter for the run.
+func modelPerAttempt(c *config.Config) (func(attempt int) agent.Model, error) {
+	if len(c.Process.Temperatures) == 0 {
+		f, err := modelFactory(c, c.Model.Temperature)
+		if err != nil {
+			return nil, err
+		}
+		return func(int) agent.Model { return f.New() }, nil
+	}
+	lim := openai.NewLimiter(c.Model.MaxConcurrent)
+	var fs []*openai.Factory
+	for _, temp := range c.Process.Temperatures {
+		f, err := modelFactoryWith(c, &temp, lim)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return func(attempt int) agent.Model { return fs[attempt%len(fs)].New() }, nil
+}
+
+func modelFactory(c *config.Config, temp *float64) (*openai.Factory, error) {
+	return modelFactoryWith(c, temp, openai.NewLimiter(c.Model.MaxConcurrent))
+}
+
+func modelFactoryWith(c *config.Config, temp *float64, lim *openai.Limiter) (*openai.Factory, error) {
 	key := ""
 	if c.Model.APIKeyEnv != "" {
 		key = os.Getenv(c.Model.APIKeyEnv)
@@ -20,10 +54,10 @@ func modelFor(c *config.Config) (func() agent.Model, error) {
 			return nil, &usageError{err: fmt.Errorf("model.api_key_env names %s, which is not set", c.Model.APIKeyEnv), hint: "export " + c.Model.APIKeyEnv + "=... before running"}
 		}
 	}
-	f := openai.NewFactory(openai.Config{
+	return openai.NewFactory(openai.Config{
 		BaseURL: c.Model.BaseURL, Model: c.Model.Name, APIKey: key,
-		Temperature: c.Model.Temperature, MaxTokens: c.Model.MaxTokens, ExtraBody: c.Model.ExtraBody,
+		Temperature: temp, MaxTokens: c.Model.MaxTokens, ExtraBody: c.Model.ExtraBody,
 		RequestTimeout: c.Model.RequestTimeout.Duration, RetryBudget: c.Model.RetryBudget,
-	}, openai.NewLimiter(c.Model.MaxConcurrent))
-	return func() agent.Model { return f.New() }, nil
+		ReturnTokens: c.Model.ReturnTokens,
+	}, lim), nil
 }

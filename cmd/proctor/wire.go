@@ -196,13 +196,13 @@ func agentFor(c *config.Config) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
-		return loopAgent(func() agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
+		return loopAgent(func(int) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
 		tools, err := agent.NewToolset(c.Agent.Tools)
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
-		newModel, err := modelFor(c)
+		newModel, err := modelPerAttempt(c)
 		if err != nil {
 			return nil, err
 		}
@@ -217,13 +217,13 @@ func (f agentFunc) Run(ctx context.Context, in host.AgentInput) (host.AgentOutpu
 	return f(ctx, in)
 }
 
-func loopAgent(model func() agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
+func loopAgent(model func(attempt int) agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
 	return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
 		system := c.Agent.SystemPrompt
 		if system == "" {
 			system = in.System
 		}
-		l := &agent.Loop{Model: model(), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
+		l := &agent.Loop{Model: model(in.Attempt), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
 		tr, err := l.Run(ctx, in.Sandbox, in.Prompt)
 		tr.Agent = kind
 		u := tr.Usage

@@ -31,6 +31,7 @@ type Config struct {
 	Sandbox Sandbox  `toml:"sandbox" json:"sandbox"`
 	Env     Env      `toml:"env" json:"env"`
 	Reward  []Reward `toml:"reward" json:"reward,omitempty"`
+	Process Process  `toml:"process" json:"process"`
 
 	// Path is the config file; BaseDir resolves relative paths in it.
 	Path    string `toml:"-" json:"-"`
@@ -67,6 +68,26 @@ type Model struct {
 	RetryBudget    int            `toml:"retry_budget" json:"retry_budget"`
 	MaxConcurrent  int            `toml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	Prices         Prices         `toml:"prices" json:"prices"`
+	// ReturnTokens asks the endpoint for token ids and logprobs of every
+	// call (vLLM, SGLang), for exact training data.
+	ReturnTokens bool `toml:"return_tokens" json:"return_tokens"`
+}
+
+// Process is the [process] section: rollout generation for training
+// (proctor process).
+type Process struct {
+	// GroupSize is the number of rollouts per task (default 8).
+	GroupSize int `toml:"group_size" json:"group_size"`
+	// Temperatures, when set, give attempt i the temperature
+	// Temperatures[i % len]; otherwise every attempt uses [model]'s.
+	Temperatures []float64 `toml:"temperatures" json:"temperatures,omitempty"`
+	// MinReward drops groups whose best reward is below it, and SFT lines
+	// below it.
+	MinReward *float64 `toml:"min_reward" json:"min_reward,omitempty"`
+	// DropEqualScores drops groups whose rollouts all scored the same.
+	DropEqualScores bool `toml:"drop_equal_scores" json:"drop_equal_scores"`
+	// MaxTokens drops groups with a rollout longer than this (0: no limit).
+	MaxTokens int `toml:"max_tokens" json:"max_tokens,omitempty"`
 }
 
 // Prices are US dollars per million tokens.
@@ -460,6 +481,9 @@ func (c *Config) defaults() {
 	if c.Env.Config == nil {
 		c.Env.Config = map[string]any{}
 	}
+	if c.Process.GroupSize == 0 {
+		c.Process.GroupSize = 8
+	}
 	for i := range c.Reward {
 		rw := &c.Reward[i]
 		if rw.Weight == nil {
@@ -530,6 +554,12 @@ func (c *Config) validate(data []byte) error {
 	}
 	if c.Env.Plugin == "" {
 		return bad("env.plugin", "no environment plugin", `set [env] plugin = "tb2" (bundled) or a path to a .wasm file`)
+	}
+	switch {
+	case c.Process.GroupSize < 1:
+		return bad("process.group_size", "must be at least 1", "")
+	case c.Process.MaxTokens < 0:
+		return bad("process.max_tokens", "must not be negative", "0 means no limit")
 	}
 	names := map[string]bool{}
 	for _, rw := range c.Reward {

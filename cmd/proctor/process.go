@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/export"
+	"github.com/proctor-dev/proctor/host/results"
+)
+
+// Files a process run adds to its run directory.
+const (
+	groupsFile = "groups.jsonl"  // Atropos ScoredDataGroup lines
+	sftFile    = "sft.jsonl"     // chat lines for supervised fine-tuning
+	indexFile  = "process.jsonl" // one line per task written, with the two files' ends
+)
+
+type processCmd struct {
+	Config string   `arg:"" help:"Run configuration (TOML); [process] sets group_size and the filters." type:"path"`
+	Set    []string `help:"Override a config key: --set section.key=value (repeatable)." placeholder:"KEY=VALUE" sep:"none"`
+	Out    string   `help:"Run directory (default: <run.out_dir>/<run.name>)."`
+}
+
+// ProcessInfo is the manifest's account of a process run.
+type ProcessInfo struct {
+	GroupSize int            `json:"group_size"`
+	Groups    int            `json:"groups"`  // groups written to groups.jsonl
+	SFT       int            `json:"sft"`     // lines written to sft.jsonl
+	Dropped   map[string]int `json:"dropped"` // groups left out, by reason
+	// Tokens says whether groups carry token ids: "exact" (every written
+	// group), "none" (messages only) or "partial"; NoTokens gives reasons.
+	Tokens   string         `json:"tokens"`
+	NoTokens map[string]int `json:"no_tokens,omitempty"`
+}
+
+// indexEntry is one line of process.jsonl: a task whose group is decided,
+// and where groups.jsonl and sft.jsonl ended after it. A resume cuts both
+// files back to the last entry, so a group is never written twice nor lost.
+type indexEntry struct {
+	TaskID    string `json:"task_id"`
+	GroupsEnd int64  `json:"groups_end"`
+	SFTEnd    int64  `json:"sft_end"`
+	SFTLines  int    `json:"sft_lines"`
+	Kept      bool   `json:"kept"`
+	Dropped   string `json:"dropped,omitempty"`
+	Tokens    bool   `json:"tokens"`
+	NoTokens  string `json:"no_tokens,omitempty"`
+	Rollouts  int    `json:"rollouts"`
+	Infra     int    `json:"infra_errors,omitempty"`
+}
+
+// groupWriter appends a task's group as soon as its last attempt lands.
+type groupWriter struct {
+	dir    string
+	size   int
+	filter export.Filter
+
+	mu      sync.Mutex
+	groups  *os.File
+	sft     *os.File
+	index   *os.File
+	written map[string]indexEntry
+	order   []string
+	pending map[string][]results.Record // records of tasks not yet written
+	err     error
+}
+
+func (p processCmd) Run(g *globals) error {
+	w := &groupWriter{written: map[string]indexEntry{}, pending: map[string][]results.Record{}}
+	hooks := &runHooks{
+		config: func(c *config.Config) error {
+			c.Run.Attempts = c.Process.GroupSize
+			w.size = c.Process.GroupSize
+			w.filter = export.Filter{MinReward: c.Process.MinReward, DropEqualScores: c.Process.DropEqualScores, MaxTokens: c.Process.MaxTokens}
+			return nil
+		},
+		start:  w.open,
+		record: w.record,
+		finish: w.finish,
+	}
+	return evalCmd{Config: p.Config, Set: p.Set, Out: p.Out}.execute(g, hooks)
+}
+
+// open reads what an earlier invocation wrote, cuts torn tails, and writes
+// the groups of tasks that finished in results.jsonl but never made it to
+// the files (a kill between the two).
+func (w *groupWriter) open(dir string, store *results.Store) error {
+	w.dir = dir
+	var err error
+	if w.index, err = os.OpenFile(filepath.Join(dir, indexFile), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return &infraError{err: err}
+	}
+	var last indexEntry
+	good, err := readIndex(w.index, func(e indexEntry) {
+		w.written[e.TaskID] = e
+		w.order = append(w.order, e.TaskID)
+		last = e
+	})
+	if err != nil {
+		return &infraError{err: fmt.Errorf("%s: %w", w.index.Name(), err)}
+	}
+	if err := cut(w.index, good); err != nil {
+		return &infraError{err: err}
+	}
+	if w.groups, err = openAt(filepath.Join(dir, groupsFile), last.GroupsEnd); err != nil {
+		return &infraError{err: err}
+	}
+	if w.sft, err = openAt(filepath.Join(dir, sftFile), last.SFTEnd); err != nil {
+		return &infraError{err: err}
+	}
+	for _, r := range store.Records() {
+		if _, done := w.written[r.TaskID]; !done {
+			w.pending[r.TaskID] = append(w.pending[r.TaskID], r)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(w.pending)) {
+		if len(w.pending[id]) >= w.size {
+			if err := w.writeLocked(id); err != nil {
+				return &infraError{err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// readIndex calls fn for every whole line and returns the offset after the
+// last one (a torn last line is not counted).
+func readIndex(f *os.File, fn func(indexEntry)) (int64, error) {
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	var good int64
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		var e indexEntry
+		if json.Unmarshal(b[:i], &e) != nil {
+			break
+		}
+		fn(e)
+		good += int64(i + 1)
+		b = b[i+1:]
+	}
+	return good, nil
+}
+
+func cut(f *os.File, n int64) error {
+	if err := f.Truncate(n); err != nil {
+		return err
+	}
+	_, err := f.Seek(n, io.SeekStart)
+	return err
+}
+
+// openAt opens name for appending after cutting it to n bytes.
+func openAt(name string, n int64) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := cut(f, n); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (w *groupWriter) record(rec results.Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, done := w.written[rec.TaskID]; done || w.err != nil {
+		return
+	}
+	w.pending[rec.TaskID] = append(w.pending[rec.TaskID], rec)
+	if len(w.pending[rec.TaskID]) < w.size {
+		return
+	}
+	if err := w.writeLocked(rec.TaskID); err != nil {
+		w.err = err
+	}
+}
+
+// writeLocked builds the task's group from its stored records and
+// transcripts, appends it and its SFT lines, syncs, then records the
+// index entry.
+func (w *groupWriter) writeLocked(taskID string) error {
+	recs := w.pending[taskID]
+	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+	trajs := make([]*agent.Trajectory, len(recs))
+	e := indexEntry{TaskID: taskID, Rollouts: len(recs)}
+	for i, r := range recs {
+		if r.Outcome == results.OutcomeInfraError {
+			e.Infra++
+		}
+		if r.Transcript == "" {
+			continue
+		}
+		tr, err := export.ReadTrajectory(filepath.Join(w.dir, filepath.FromSlash(r.Transcript)))
+		if err != nil {
+			return fmt.Errorf("task %s attempt %d: %w", taskID, r.Attempt, err)
+		}
+		trajs[i] = tr
+	}
+	group, info, err := export.Group(recs, trajs, w.filter)
+	if err != nil {
+		return err
+	}
+	e.Kept, e.Dropped, e.Tokens, e.NoTokens = info.Kept, info.Dropped, info.Tokens, info.NoTokens
+	if info.Kept {
+		if err := appendJSON(w.groups, group); err != nil {
+			return err
+		}
+	}
+	for i, r := range recs {
+		if line, ok := export.SFT(r, trajs[i], w.filter); ok {
+			if err := appendJSON(w.sft, line); err != nil {
+				return err
+			}
+			e.SFTLines++
+		}
+	}
+	for _, f := range []*os.File{w.groups, w.sft} {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	if e.GroupsEnd, err = w.groups.Seek(0, io.SeekCurrent); err != nil {
+		return err
+	}
+	if e.SFTEnd, err = w.sft.Seek(0, io.SeekCurrent); err != nil {
+		return err
+	}
+	if err := appendJSON(w.index, e); err != nil {
+		return err
+	}
+	if err := w.index.Sync(); err != nil {
+		return err
+	}
+	w.written[taskID] = e
+	w.order = append(w.order, taskID)
+	delete(w.pending, taskID)
+	return nil
+}
+
+func appendJSON(f *os.File, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	bw.Write(b)
+	bw.WriteByte('\n')
+	return bw.Flush()
+}
+
+// finish closes the files and sums up what was written for the manifest.
+func (w *groupWriter) finish(man *Manifest) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := &ProcessInfo{GroupSize: w.size, Dropped: map[string]int{}}
+	var withTokens int
+	for _, id := range w.order {
+		e := w.written[id]
+		info.SFT += e.SFTLines
+		if !e.Kept {
+			info.Dropped[e.Dropped]++
+			continue
+		}
+		info.Groups++
+		if e.Tokens {
+			withTokens++
+		} else {
+			if info.NoTokens == nil {
+				info.NoTokens = map[string]int{}
+			}
+			reason := e.NoTokens
+			if len(reason) > 120 {
+				reason = reason[:120] + "…"
+			}
+			info.NoTokens[reason]++
+		}
+	}
+	switch {
+	case info.Groups > 0 && withTokens == info.Groups:
+		info.Tokens = "exact"
+	case withTokens == 0:
+		info.Tokens = "none"
+	default:
+		info.Tokens = "partial"
+	}
+	man.Process = info
+	for _, f := range []*os.File{w.groups, w.sft, w.index} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if w.err != nil {
+		return fmt.Errorf("write training groups: %w", w.err)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/agent/openai/openaitest"
+	"github.com/proctor-dev/proctor/host/export"
+	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+)
+
+// TestProcessGroups generates one group of three rollouts with an endpoint
+// that returns token ids and logprobs: the group's tokens are exactly each
+// rollout's last prompt and completion ids, the masks open exactly the
+// tokens the model generated, scores are the verifier's, attempts sample
+// at the configured temperatures; a resume after a torn write neither
+// loses nor repeats a group.
+func TestProcessGroups(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	write := openaitest.Step{Body: openaitest.Reply("I will write it.", openaitest.Call{Name: "write_file", Args: map[string]any{"path": "/tmp/hello.txt", "content": "Hello, world!\n"}})}
+	done := openaitest.Step{Body: openaitest.Reply("Done.")}
+	srv := openaitest.New(write, done, done, write, done)
+	defer srv.Close()
+	root, _ := filepath.Abs("../..")
+	out := filepath.Join(t.TempDir(), "proc")
+	args := []string{"process", filepath.Join(root, "examples/quickstart.toml"),
+		"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/tb2"),
+		"--set", "env.config.dataset=" + filepath.Join(root, "testdata/tb2/tasks"),
+		"--set", `env.config.tasks=["hello-file"]`,
+		"--set", "agent.kind=llm", "--set", "model.base_url=" + srv.URL(), "--set", "model.name=scripted",
+		"--set", "model.return_tokens=true", "--set", "run.concurrency=1",
+		"--set", "process.group_size=3", "--set", "process.temperatures=[0.5, 1.0]",
+		"--out", out}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	groups := lines(t, filepath.Join(out, groupsFile))
+	if len(groups) != 1 {
+		t.Fatalf("%d groups", len(groups))
+	}
+	var g export.ScoredDataGroup
+	if err := json.Unmarshal([]byte(groups[0]), &g); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.Scores, []float64{1, 0, 1}) || len(g.Tokens) != 3 || len(g.Masks) != 3 || len(g.Messages) != 3 || len(g.InferenceLogprobs) != 3 {
+		t.Fatalf("group: scores %v, %d token lists, %d mask lists", g.Scores, len(g.Tokens), len(g.Masks))
+	}
+	store, err := results.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := store.Records()
+	store.Close()
+	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+	for i, rec := range recs {
+		tr, err := export.ReadTrajectory(filepath.Join(out, rec.Transcript))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAlignment(t, i, tr, g.Tokens[i], g.Masks[i], g.InferenceLogprobs[i])
+	}
+	var temps []float64
+	for _, r := range srv.Requests() {
+		temps = append(temps, r.Body["temperature"].(float64))
+		if r.Body["return_token_ids"] != true || r.Body["logprobs"] != true {
+			t.Errorf("request without token ids or logprobs asked: %v", r.Body)
+		}
+	}
+	if !slices.Equal(temps, []float64{0.5, 0.5, 1.0, 0.5, 0.5}) {
+		t.Errorf("temperatures by request %v: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5", temps)
+	}
+	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
+		t.Errorf("%d SFT lines, want 3", n)
+	}
+	var man Manifest
+	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	json.Unmarshal(b, &man)
+	if man.Process == nil || man.Process.Groups != 1 || man.Process.Tokens != "exact" || man.Process.SFT != 3 {
+		t.Fatalf("manifest process: %+v", man.Process)
+	}
+
+	// A kill after the group line but before its index entry, with a torn
+	// line after it: the resume cuts the tail and writes the group once.
+	idx := filepath.Join(out, indexFile)
+	os.WriteFile(idx, nil, 0o644)
+	f, _ := os.OpenFile(filepath.Join(out, groupsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"tokens":[[1,2`)
+	f.Close()
+	stdout.Reset()
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr.String())
+	}
+	if got := lines(t, filepath.Join(out, groupsFile)); len(got) != 1 || got[0] != groups[0] {
+		t.Fatalf("after resume: %d groups", len(got))
+	}
+	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
+		t.Errorf("after resume: %d SFT lines", n)
+	}
+	if len(srv.Requests()) != 5 {
+		t.Errorf("the resume ran rollouts again: %d requests", len(srv.Requests()))
+	}
+}
+
+// checkAlignment: tokens are the last turn's prompt and completion ids;
+// every turn's completion sits at its place, unmasked, with its logprobs;
+// everything else is masked.
+func checkAlignment(t *testing.T, i int, tr *agent.Trajectory, tokens, masks []int, logprobs []float64) {
+	t.Helper()
+	last := tr.Turns[len(tr.Turns)-1]
+	want := append(slices.Clone(last.PromptTokenIDs), last.CompletionTokenIDs...)
+	if !slices.Equal(tokens, want) {
+		t.Fatalf("rollout %d: tokens are not the last prompt and completion ids", i)
+	}
+	open := make([]bool, len(tokens))
+	for _, turn := range tr.Turns {
+		at := len(turn.PromptTokenIDs)
+		if !slices.Equal(tokens[at:at+len(turn.CompletionTokenIDs)], turn.CompletionTokenIDs) {
+			t.Fatalf("rollout %d turn %d: completion not at offset %d", i, turn.Index, at)
+		}
+		for k := range turn.CompletionTokenIDs {
+			open[at+k] = true
+			if logprobs[at+k] != turn.CompletionLogprobs[k] {
+				t.Fatalf("rollout %d turn %d: logprob %d is %v, want %v", i, turn.Index, k, logprobs[at+k], turn.CompletionLogprobs[k])
+			}
+		}
+	}
+	for k := range tokens {
+		switch {
+		case open[k] && masks[k] != tokens[k]:
+			t.Fatalf("rollout %d: generated token %d masked", i, k)
+		case !open[k] && masks[k] != -100:
+			t.Fatalf("rollout %d: prompt token %d not masked", i, k)
+		}
+	}
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+}
+
+// TestProcessWithoutTokens: with no token ids recorded (here the replay
+// agent), groups carry messages only and the manifest says why, instead of
+// inventing tokens; drop_equal_scores drops a group of equal scores.
+func TestProcessWithoutTokens(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	root, _ := filepath.Abs("../..")
+	out := filepath.Join(t.TempDir(), "proc")
+	base := []string{"process", filepath.Join(root, "examples/quickstart.toml"),
+		"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/tb2"),
+		"--set", "env.config.dataset=" + filepath.Join(root, "testdata/tb2/tasks"),
+		"--set", `env.config.tasks=["hello-file", "custom-workdir"]`,
+		"--set", "agent.kind=replay", "--set", "agent.script=" + filepath.Join(root, "testdata/scripts/hello-file.json"),
+		"--set", "process.group_size=2"}
+	var stdout, stderr bytes.Buffer
+	if code := run(append(base, "--out", out), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	groups := lines(t, filepath.Join(out, groupsFile))
+	if len(groups) != 2 || strings.Contains(groups[0], `"tokens"`) || !strings.Contains(groups[0], `"messages"`) {
+		t.Fatalf("groups without token ids: %v", groups)
+	}
+	var man Manifest
+	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	json.Unmarshal(b, &man)
+	if man.Process == nil || man.Process.Tokens != "none" || len(man.Process.NoTokens) == 0 {
+		t.Fatalf("manifest process: %+v", man.Process)
+	}
+	// The replay script solves hello-file every time and custom-workdir never:
+	// both groups have equal scores, so drop_equal_scores keeps neither.
+	out2 := filepath.Join(t.TempDir(), "proc2")
+	if code := run(append(base, "--set", "process.drop_equal_scores=true", "--out", out2), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	b, _ = os.ReadFile(filepath.Join(out2, groupsFile))
+	man = Manifest{}
+	mb, _ := os.ReadFile(filepath.Join(out2, results.ManifestFile))
+	json.Unmarshal(mb, &man)
+	if len(b) != 0 || man.Process.Dropped[export.DropEqualScores] != 2 || man.Process.SFT != 4 {
+		t.Fatalf("drop_equal_scores: groups %q, manifest %+v", b, man.Process)
+	}
+}
