@@ -328,9 +328,11 @@ func TestATIFValidatorRejects(t *testing.T) {
 		"no message":          func(m map[string]any) { delete(step(m, 1), "message") },
 		"unknown field":       func(m map[string]any) { step(m, 1)["role"] = "assistant" },
 		"arguments as string": func(m map[string]any) { call(m)["arguments"] = "{}" },
-		"dangling result":     func(m map[string]any) { step(m, 1)["observation"].(map[string]any)["results"].([]any)[0].(map[string]any)["source_call_id"] = "nope" },
-		"bad version":         func(m map[string]any) { m["schema_version"] = "1.7" },
-		"float token id":      func(m map[string]any) { step(m, 1)["metrics"].(map[string]any)["prompt_token_ids"] = []any{1.5} },
+		"dangling result": func(m map[string]any) {
+			step(m, 1)["observation"].(map[string]any)["results"].([]any)[0].(map[string]any)["source_call_id"] = "nope"
+		},
+		"bad version":    func(m map[string]any) { m["schema_version"] = "1.7" },
+		"float token id": func(m map[string]any) { step(m, 1)["metrics"].(map[string]any)["prompt_token_ids"] = []any{1.5} },
 	}
 	for name, mutate := range mutations {
 		var m map[string]any
