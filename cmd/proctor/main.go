@@ -39,6 +39,7 @@ type cli struct {
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
+	Export  exportCmd  `cmd:"" help:"Write a run's rollouts as training data: Atropos groups, SFT chat JSONL or ATIF."`
 	Plugin  pluginCmd  `cmd:"" help:"Inspect and check plugins."`
 	Sandbox sandboxCmd `cmd:"" help:"Manage sandboxes."`
 	Doctor  doctorCmd  `cmd:"" help:"Check that this machine can run proctor."`

@@ -129,6 +129,8 @@ func ATIF(rec results.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajector
 	}
 	var last *ATIFStep
 	assistants := 0
+	used := map[string]bool{}     // tool_call_ids written so far
+	var callIDs map[string]string // the last agent step's: call id -> tool_call_id
 	for _, m := range tr.Messages {
 		switch m.Role {
 		case "tool":
@@ -139,25 +141,32 @@ func ATIF(rec results.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajector
 				last.Observation = &ATIFObservation{}
 			}
 			var src *string
-			for _, c := range last.ToolCalls {
-				if c.ToolCallID == m.ToolCallID {
-					id := m.ToolCallID
-					src = &id
-				}
+			if id, ok := callIDs[m.ToolCallID]; ok {
+				src = &id
 			}
 			last.Observation.Results = append(last.Observation.Results, ATIFObservationResult{SourceCallID: src, Content: m.Content})
 			continue
 		case "assistant":
 			s := ATIFStep{Source: "agent", ModelName: tr.Model, Message: m.Content, ReasoningContent: m.Reasoning, LLMCallCount: 1}
-			seen := map[string]bool{}
+			// Endpoints may reuse call ids across turns (call_0 each
+			// time); ATIF's are unique, so a reused id gets the turn's
+			// number and the original goes in extra.
+			callIDs = map[string]string{}
 			for i, c := range m.ToolCalls {
 				tc := ATIFToolCall{ToolCallID: c.ID, FunctionName: c.Function.Name, Arguments: objectArgs(c.Function.Arguments)}
-				if tc.ToolCallID == "" || seen[tc.ToolCallID] {
-					tc.ToolCallID = fmt.Sprintf("call_%d_%d", assistants, i)
+				if tc.ToolCallID == "" || used[tc.ToolCallID] {
+					tc.ToolCallID = fmt.Sprintf("turn%d_call%d", assistants, i)
+					tc.Extra = map[string]any{"call_id": c.ID}
 				}
-				seen[tc.ToolCallID] = true
+				used[tc.ToolCallID] = true
+				if _, dup := callIDs[c.ID]; !dup {
+					callIDs[c.ID] = tc.ToolCallID
+				}
 				if string(tc.Arguments) == "{}" && !bytes.Equal(bytes.TrimSpace([]byte(c.Function.Arguments)), []byte("{}")) {
-					tc.Extra = map[string]any{"raw_arguments": c.Function.Arguments}
+					if tc.Extra == nil {
+						tc.Extra = map[string]any{}
+					}
+					tc.Extra["raw_arguments"] = c.Function.Arguments
 				}
 				s.ToolCalls = append(s.ToolCalls, tc)
 			}
