@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -40,30 +41,28 @@ type Transcript struct {
 // runs and other tools write it. The bytes are untrusted: anything that is
 // not one of the two shapes is an error, never a panic.
 func ParseTranscript(b []byte) (*Transcript, error) {
+	var t Transcript
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("not a transcript: %w", err)
+	}
+	if t.Trajectory != nil {
+		return &t, nil
+	}
+	// No "trajectory": a bare trajectory, or something else.
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
-	var t Transcript
-	if _, ok := probe["trajectory"]; ok {
-		if err := json.Unmarshal(b, &t); err != nil {
-			return nil, err
-		}
-	} else {
-		_, hasMsgs := probe["messages"]
-		_, hasAgent := probe["agent"]
-		if !hasMsgs && !hasAgent {
-			return nil, errors.New("neither a transcript (no \"trajectory\") nor a trajectory (no \"messages\" or \"agent\")")
-		}
-		var tr agent.Trajectory
-		if err := json.Unmarshal(b, &tr); err != nil {
-			return nil, err
-		}
-		t.Trajectory = &tr
+	_, hasMsgs := probe["messages"]
+	_, hasAgent := probe["agent"]
+	if !hasMsgs && !hasAgent {
+		return nil, errors.New("neither a transcript (no \"trajectory\") nor a trajectory (no \"messages\" or \"agent\")")
 	}
-	if t.Trajectory == nil {
-		t.Trajectory = &agent.Trajectory{}
+	var tr agent.Trajectory
+	if err := json.Unmarshal(b, &tr); err != nil {
+		return nil, err
 	}
+	t.Trajectory = &tr
 	return &t, nil
 }
 
@@ -181,16 +180,9 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 	for _, id := range order {
 		group := byTask[id]
 		slices.SortStableFunc(group, func(a, b results.Record) int { return a.Attempt - b.Attempt })
-		trajs := make([]*agent.Trajectory, len(group))
-		for i, r := range group {
-			if r.Transcript == "" {
-				continue
-			}
-			tr, err := ReadTrajectory(filepath.Join(dir, filepath.FromSlash(r.Transcript)))
-			if err != nil {
-				return fmt.Errorf("task %s attempt %d: %w", r.TaskID, r.Attempt, err)
-			}
-			trajs[i] = tr
+		trajs, err := readTrajectories(dir, group)
+		if err != nil {
+			return err
 		}
 		if err := fn(group, trajs); err != nil {
 			return err
@@ -198,6 +190,31 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 		delete(byTask, id)
 	}
 	return nil
+}
+
+// readTrajectories reads a group's transcripts, a few at once (decoding
+// JSON is most of an export's time).
+func readTrajectories(dir string, group []results.Record) ([]*agent.Trajectory, error) {
+	trajs := make([]*agent.Trajectory, len(group))
+	errs := make([]error, len(group))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, r := range group {
+		if r.Transcript == "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			trajs[i], errs[i] = ReadTrajectory(filepath.Join(dir, filepath.FromSlash(r.Transcript)))
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("task %s attempt %d: %w", r.TaskID, r.Attempt, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return trajs, errors.Join(errs...)
 }
 
 // RunID is the run id manifest.json records, or "" when it cannot be read.
