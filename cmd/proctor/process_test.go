@@ -88,6 +88,31 @@ func TestProcessGroups(t *testing.T) {
 		t.Fatalf("manifest process: %+v", man.Process)
 	}
 
+	// export makes the same group from the finished run, and ATIF files.
+	exported := filepath.Join(t.TempDir(), "groups.jsonl")
+	if code := run([]string{"export", out, "--format", "atropos", "-o", exported}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, stderr.String())
+	}
+	if got := lines(t, exported); len(got) != 1 || got[0] != groups[0] {
+		t.Errorf("export atropos differs from the process run's group")
+	}
+	atif := filepath.Join(t.TempDir(), "atif")
+	if code := run([]string{"export", out, "--format", "atif", "-o", atif}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export atif: exit %d\n%s", code, stderr.String())
+	}
+	docs, _ := filepath.Glob(filepath.Join(atif, "*.json"))
+	if len(docs) != 3 {
+		t.Fatalf("%d ATIF documents, want 3", len(docs))
+	}
+	var doc struct {
+		SchemaVersion string           `json:"schema_version"`
+		Steps         []map[string]any `json:"steps"`
+	}
+	b, _ = os.ReadFile(docs[0])
+	if err := json.Unmarshal(b, &doc); err != nil || doc.SchemaVersion != "ATIF-v1.7" || len(doc.Steps) < 3 {
+		t.Errorf("ATIF document: %v %s", err, b)
+	}
+
 	// A kill after the group line but before its index entry, with a torn
 	// line after it: the resume cuts the tail and writes the group once.
 	idx := filepath.Join(out, indexFile)
