@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
@@ -216,5 +220,83 @@ func TestProcessWithoutTokens(t *testing.T) {
 	json.Unmarshal(mb, &man)
 	if len(b) != 0 || man.Process.Dropped[export.DropEqualScores] != 2 || man.Process.SFT != 4 {
 		t.Fatalf("drop_equal_scores: groups %q, manifest %+v", b, man.Process)
+	}
+}
+
+// TestKillProcessAndResume kills `proctor process` with SIGKILL once some
+// groups are written and others are in flight, resumes it, and checks that
+// every task has exactly one group line and one SFT line per rollout.
+func TestKillProcessAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	sandboxtest.RequireDocker(t)
+	dir := t.TempDir()
+	bin := buildProctor(t)
+	plugin := wasmtest.Build(t, "./plugins/example")
+	var tasks []string
+	for i := range 6 {
+		tasks = append(tasks, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
+	}
+	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 1; printf x > /tmp/answer.txt"}}]},{"content":"done"}]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[run]
+name = "killproc"
+concurrency = 3
+[agent]
+kind = "replay"
+script = "script.json"
+[env]
+plugin = %q
+[env.config]
+tasks = [%s]
+[process]
+group_size = 2
+`, plugin, strings.Join(tasks, ", "))), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "process", filepath.Join(dir, "run.toml"), "--out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && countLines(filepath.Join(out, groupsFile)) < 1 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if n := countLines(filepath.Join(out, groupsFile)); n == 0 || n >= 6 {
+		t.Fatalf("killed with %d of 6 groups written; want some but not all", n)
+	}
+	if b, err := exec.Command(bin, "process", filepath.Join(dir, "run.toml"), "--out", out).CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, b)
+	}
+	seen := map[string]int{}
+	for _, l := range lines(t, filepath.Join(out, sftFile)) {
+		var r struct {
+			TaskID  string `json:"task_id"`
+			Attempt int    `json:"attempt"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("bad SFT line %q", l)
+		}
+		seen[fmt.Sprintf("%s#%d", r.TaskID, r.Attempt)]++
+	}
+	if len(seen) != 12 {
+		t.Errorf("%d rollouts in sft.jsonl, want 12", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s written %d times", id, n)
+		}
+	}
+	groups := lines(t, filepath.Join(out, groupsFile))
+	if len(groups) != 6 {
+		t.Errorf("%d groups after the resume, want 6", len(groups))
+	}
+	for _, g := range groups {
+		var sg export.ScoredDataGroup
+		if err := json.Unmarshal([]byte(g), &sg); err != nil || len(sg.Scores) != 2 {
+			t.Errorf("bad group line: %v", err)
+		}
 	}
 }
