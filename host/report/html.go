@@ -146,6 +146,7 @@ type (
 	bar struct {
 		Rate
 		Name     string
+		Label    string // Name, shortened to fit
 		Y, Width int
 	}
 	gridRow struct {
@@ -231,7 +232,7 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 	}
 	for i, k := range slices.Sorted(maps.Keys(d.S.Categories)) {
 		c := d.S.Categories[k]
-		d.Categories = append(d.Categories, bar{Rate: c, Name: k, Y: 24 * i, Width: int(300*c.PassRate + 0.5)})
+		d.Categories = append(d.Categories, bar{Rate: c, Name: k, Label: shorten(k, 30), Y: 24 * i, Width: int(300*c.PassRate + 0.5)})
 	}
 	d.ChartHeight = 24 * len(d.Categories)
 	d.Attempts, d.Grid = grid(recs)
@@ -266,6 +267,15 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// shorten cuts s to n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
