@@ -169,7 +169,7 @@ const visibleRows = `[...document.querySelectorAll('#table tbody tr')].filter(r 
 func TestBrowserReport(t *testing.T) {
 	browser := newBrowser(t)
 	dir := t.TempDir()
-	fixture{tasks: 10, attempts: 3, turns: 5, finished: true, hostile: true}.write(t, dir)
+	fixture{tasks: 40, attempts: 3, turns: 5, finished: true, hostile: true}.write(t, dir)
 	var s Summary
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
@@ -203,9 +203,18 @@ func TestBrowserReport(t *testing.T) {
 	if len(pk) != len(s.PassAtK) || pk["pass@3"] != s.PassAtK["pass@3"] {
 		t.Errorf("pass@k shows %v, summary.json says %v", pk, s.PassAtK)
 	}
-	if got := run(t, ctx, chromedp.Evaluate[int](visibleRows)); got != s.Rollouts {
-		t.Errorf("table shows %d rows, want %d", got, s.Rollouts)
+	// 120 rollouts: a page of 100 rows, then one of 20.
+	if got := run(t, ctx, chromedp.Evaluate[int](visibleRows)); got != 100 {
+		t.Errorf("table shows %d rows, want a page of 100", got)
 	}
+	if got := run(t, ctx, chromedp.Text(chromedp.ID("shown"))); got != fmt.Sprintf("%d of %d rollouts", s.Rollouts, s.Rollouts) {
+		t.Errorf("count of rows says %q", got)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("next")))
+	if got, page := run(t, ctx, chromedp.Evaluate[int](visibleRows)), run(t, ctx, chromedp.Text(chromedp.ID("page"))); got != s.Rollouts-100 || page != "page 2 of 2" {
+		t.Errorf("second page shows %d rows and says %q", got, page)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("prev")))
 	if got := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('svg.chart rect.bar').length`)); got != len(s.Categories) {
 		t.Errorf("chart has %d bars, want %d", got, len(s.Categories))
 	}
@@ -230,6 +239,7 @@ func TestBrowserReport(t *testing.T) {
 	if got := run(t, ctx, chromedp.Evaluate[string](`document.querySelector('#table tbody tr').dataset.i`)); got != fmt.Sprint(s.Rollouts-1) {
 		t.Errorf("sorted down by #, the first row is %s", got)
 	}
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#table th[data-col="0"]`)))
 
 	// Open the rollout with hostile text (task 1, attempt 0, index 3).
 	do(t, ctx, chromedp.Click(chromedp.CSS(`#table tbody tr[data-i="3"]`)),

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
@@ -341,7 +342,7 @@ func grid(recs []results.Record) ([]int, []gridRow) {
 // transcript as JSON, gzipped and base64-encoded. Base64 has no '<', so
 // nothing a model wrote can end the block early.
 func writeDetails(w io.Writer, dir string, recs []results.Record) error {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	zw := gzip.NewWriter(io.Discard)
 	for i, r := range recs {
 		fmt.Fprintf(w, "<script type=\"text/x-gzip-base64\" id=\"t-%d\">", i)
 		b64 := base64.NewEncoder(base64.StdEncoding, w)
@@ -357,7 +358,9 @@ func writeDetails(w io.Writer, dir string, recs []results.Record) error {
 			msg, _ := json.Marshal(err.Error())
 			fmt.Fprintf(zw, `"transcript":null,"transcript_error":%s}`, msg)
 		} else {
-			fmt.Fprintf(zw, `"transcript":%s}`, tr)
+			io.WriteString(zw, `"transcript":`)
+			zw.Write(tr)
+			io.WriteString(zw, `}`)
 		}
 		if err := zw.Close(); err != nil {
 			return err
@@ -382,10 +385,11 @@ func readTranscript(dir, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(b) {
-		return nil, fmt.Errorf("%s is not JSON", name)
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, fmt.Errorf("%s is not JSON: %w", name, err)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 func outcomeClass(o string) string {

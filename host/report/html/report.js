@@ -48,71 +48,82 @@
   const head = el('tr');
   cols.forEach((c, k) => head.append(el('th', { 'data-col': k, title: 'sort by ' + c.h }, c.h)));
   table.tHead.append(head);
-  const frag = document.createDocumentFragment();
-  for (const r of rows) {
-    const tr = el('tr', { 'data-i': r.i, class: 'o-row' });
+  // Rows are drawn a page at a time, so a run of thousands opens fast.
+  const PAGE = 100;
+  function makeRow(r) {
+    const tr = el('tr', { 'data-i': r.i });
     for (const c of cols) {
       const td = el('td', null, c.t ? c.t(r) : String(c.v(r)));
       if (c.h === 'outcome') td.className = 'o-' + r.o;
       tr.append(td);
     }
-    r.tr = tr;
-    r.hay = [r.id, r.cat, r.o, r.ec, r.stop].join(' ').toLowerCase();
-    frag.append(tr);
+    return tr;
   }
-  tbody.append(frag);
+  for (const r of rows) r.hay = [r.id, r.cat, r.o, r.ec, r.stop].join(' ').toLowerCase();
 
-  // Sorting, filtering, and their state across reloads of a live page.
+  // Sorting, filtering, paging, and their state across reloads of a live page.
   const key = 'proctor-report:' + location.pathname;
-  let state = { f: '', o: '', c: 0, d: 1 };
+  let state = { f: '', o: '', c: 0, d: 1, p: 0 };
   try { state = Object.assign(state, JSON.parse(sessionStorage.getItem(key) || '{}')); } catch (e) { /* no storage */ }
   function save() { try { sessionStorage.setItem(key, JSON.stringify(state)); } catch (e) { /* no storage */ } }
 
-  function sort() {
+  let view = rows;
+  let opened = -1;
+  function refresh() {
+    const terms = state.f.toLowerCase().split(/\s+/).filter(Boolean);
     const c = cols[state.c] || cols[0];
-    const sorted = rows.slice().sort((a, b) => {
+    view = rows.filter(r => (!state.o || r.o === state.o) && terms.every(t => r.hay.includes(t)));
+    view.sort((a, b) => {
       const x = c.v(a), y = c.v(b);
       const d = typeof x === 'number' ? x - y : String(x).localeCompare(String(y));
       return state.d * d || a.i - b.i;
     });
-    const f = document.createDocumentFragment();
-    for (const r of sorted) f.append(r.tr);
-    tbody.append(f);
     for (const th of head.children) {
       th.classList.toggle('asc', +th.dataset.col === state.c && state.d > 0);
       th.classList.toggle('desc', +th.dataset.col === state.c && state.d < 0);
     }
+    draw();
   }
-  function apply() {
-    const terms = state.f.toLowerCase().split(/\s+/).filter(Boolean);
-    let n = 0;
-    for (const r of rows) {
-      const ok = (!state.o || r.o === state.o) && terms.every(t => r.hay.includes(t));
-      r.tr.hidden = !ok;
-      if (ok) n++;
+  function draw() {
+    const pages = Math.max(1, Math.ceil(view.length / PAGE));
+    state.p = Math.max(0, Math.min(state.p, pages - 1));
+    const f = document.createDocumentFragment();
+    for (const r of view.slice(state.p * PAGE, (state.p + 1) * PAGE)) {
+      r.tr = r.tr || makeRow(r);
+      r.tr.classList.toggle('open', r.i === opened);
+      f.append(r.tr);
     }
-    shown.textContent = n + ' of ' + rows.length + ' rollouts';
+    tbody.replaceChildren(f);
+    shown.textContent = view.length + ' of ' + rows.length + ' rollouts';
+    pageInfo.textContent = 'page ' + (state.p + 1) + ' of ' + pages;
+    prev.disabled = state.p === 0;
+    next.disabled = state.p >= pages - 1;
+    save();
   }
+  const prev = document.getElementById('prev');
+  const next = document.getElementById('next');
+  const pageInfo = document.getElementById('page');
+  prev.addEventListener('click', () => { state.p--; draw(); });
+  next.addEventListener('click', () => { state.p++; draw(); });
   head.addEventListener('click', e => {
     const th = e.target.closest('th');
     if (!th) return;
     const c = +th.dataset.col;
     state.d = state.c === c ? -state.d : 1;
     state.c = c;
-    save();
-    sort();
+    state.p = 0;
+    refresh();
   });
   filter.value = state.f;
   outcome.value = state.o;
-  filter.addEventListener('input', () => { state.f = filter.value; save(); apply(); });
-  outcome.addEventListener('change', () => { state.o = outcome.value; save(); apply(); });
+  filter.addEventListener('input', () => { state.f = filter.value; state.p = 0; refresh(); });
+  outcome.addEventListener('change', () => { state.o = outcome.value; state.p = 0; refresh(); });
   tbody.addEventListener('click', e => {
     const tr = e.target.closest('tr');
     if (tr) location.hash = 'r-' + tr.dataset.i;
   });
   document.querySelector('.controls').hidden = false;
-  sort();
-  apply();
+  refresh();
 
   // The trajectory view.
   async function load(i) {
@@ -205,13 +216,12 @@
     detail.replaceChildren(...out);
   }
 
-  let opened = -1;
   async function open() {
     const m = /^#r-(\d+)$/.exec(location.hash);
     const i = m ? +m[1] : -1;
     if (i === opened) return;
     opened = i;
-    for (const r of rows) r.tr.classList.toggle('open', r.i === i);
+    for (const r of view) if (r.tr) r.tr.classList.toggle('open', r.i === i);
     const r = rows[i];
     if (!r) { detail.hidden = true; return; }
     detail.hidden = false;
