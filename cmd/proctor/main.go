@@ -38,6 +38,7 @@ type cli struct {
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
+	View    viewCmd    `cmd:"" help:"Serve the HTML report of a run directory on 127.0.0.1, live while it runs."`
 	Plugin  pluginCmd  `cmd:"" help:"Inspect and check plugins."`
 	Sandbox sandboxCmd `cmd:"" help:"Manage sandboxes."`
 	Doctor  doctorCmd  `cmd:"" help:"Check that this machine can run proctor."`

@@ -104,6 +104,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	ReportFile     = "report.html"
 )
 
 // Store is an open run directory.
