@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,16 +95,18 @@ func newTab(tb testing.TB, browser context.Context) *tab {
 	return t
 }
 
-// checkOffline fails on any request that is not for the page itself.
-func (t *tab) checkOffline(tb testing.TB) {
+// checkOffline fails on any request that is not for the page itself: a
+// file, data, or a URL with one of the prefixes.
+func (t *tab) checkOffline(tb testing.TB, prefixes ...string) {
 	tb.Helper()
+	prefixes = append(prefixes, "file://", "data:")
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.requests) == 0 {
 		tb.Error("saw no request at all: the listener does not work")
 	}
 	for _, u := range t.requests {
-		if !strings.HasPrefix(u, "file://") && !strings.HasPrefix(u, "data:") {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(u, p) }) {
 			tb.Errorf("the page made a network request: %s", u)
 		}
 	}
@@ -284,4 +290,37 @@ func TestBrowserReport(t *testing.T) {
 	}
 	saveArtifact(t, "report-nojs.png", run(t, nojs.ctx, chromedp.CaptureScreenshot()))
 	nojs.checkOffline(t)
+}
+
+// TestBrowserLiveReload serves a live page as `proctor view` does and
+// checks that it reloads itself when the status says a rollout was added.
+func TestBrowserLiveReload(t *testing.T) {
+	browser := newBrowser(t)
+	dir := t.TempDir()
+	fixture{tasks: 2, attempts: 1, turns: 1}.write(t, dir)
+	var rollouts atomic.Int32
+	rollouts.Store(2)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { WriteHTML(w, dir, HTMLOptions{Live: true}) })
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(Status{Rollouts: int(rollouts.Load())})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	tb := newTab(t, browser)
+	do(t, tb.ctx, chromedp.Navigate(srv.URL+"/"), chromedp.Poll[chromedp.Void](`document.body.dataset.ready === '1'`),
+		chromedp.Evaluate[chromedp.Void](`window.before = 1`))
+	rollouts.Store(3)
+	// The reload replaces the page under any running poll, so ask again.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		reloaded, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`window.before === undefined && document.body.dataset.ready === '1'`))
+		if err == nil && reloaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not reload after the status changed (last error: %v)", err)
+		}
+	}
+	tb.checkOffline(t, srv.URL+"/")
 }
