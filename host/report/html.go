@@ -2,7 +2,6 @@ package report
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"compress/gzip"
 	"crypto/sha256"
@@ -338,30 +337,35 @@ func grid(recs []results.Record) ([]int, []gridRow) {
 	return attempts, rows
 }
 
-// writeDetails writes one inert block per rollout: its record and
-// transcript as JSON, gzipped and base64-encoded. Base64 has no '<', so
-// nothing a model wrote can end the block early.
+// writeDetails writes one inert block per rollout: a line of JSON with its
+// record (and why its transcript is missing), then the transcript file as
+// it is, gzipped and base64-encoded. Base64 has no '<', so nothing a model
+// wrote can end the block early; the page parses the transcript and says
+// so when it is not JSON.
 func writeDetails(w io.Writer, dir string, recs []results.Record) error {
-	zw := gzip.NewWriter(io.Discard)
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	for i, r := range recs {
 		fmt.Fprintf(w, "<script type=\"text/x-gzip-base64\" id=\"t-%d\">", i)
 		b64 := base64.NewEncoder(base64.StdEncoding, w)
 		zw.Reset(b64)
-		rec, err := json.Marshal(r)
+		head := struct {
+			Record          results.Record `json:"record"`
+			TranscriptError string         `json:"transcript_error,omitempty"`
+		}{Record: r}
+		var tr []byte
+		if r.Transcript != "" {
+			var err error
+			if tr, err = readTranscript(dir, r.Transcript); err != nil {
+				head.TranscriptError = err.Error()
+			}
+		}
+		line, err := json.Marshal(head) // one line: Marshal writes no raw newline
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(zw, `{"record":%s,`, rec)
-		if r.Transcript == "" {
-			io.WriteString(zw, `"transcript":null}`)
-		} else if tr, err := readTranscript(dir, r.Transcript); err != nil {
-			msg, _ := json.Marshal(err.Error())
-			fmt.Fprintf(zw, `"transcript":null,"transcript_error":%s}`, msg)
-		} else {
-			io.WriteString(zw, `"transcript":`)
-			zw.Write(tr)
-			io.WriteString(zw, `}`)
-		}
+		zw.Write(line)
+		zw.Write([]byte{'\n'})
+		zw.Write(tr)
 		if err := zw.Close(); err != nil {
 			return err
 		}
@@ -381,15 +385,7 @@ func readTranscript(dir, name string) ([]byte, error) {
 	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(name), results.TranscriptsDir+"/") {
 		return nil, fmt.Errorf("transcript %q is outside %s/", name, results.TranscriptsDir)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return nil, fmt.Errorf("%s is not JSON: %w", name, err)
-	}
-	return buf.Bytes(), nil
+	return os.ReadFile(filepath.Join(dir, name))
 }
 
 func outcomeClass(o string) string {

@@ -90,9 +90,18 @@ func details(t *testing.T, page string, i int) map[string]any {
 		t.Fatal(err)
 	}
 	js, _ := io.ReadAll(zr)
+	line, rest, _ := bytes.Cut(js, []byte("\n"))
 	var d map[string]any
-	if err := json.Unmarshal(js, &d); err != nil {
+	if err := json.Unmarshal(line, &d); err != nil {
 		t.Fatalf("block t-%d: %v", i, err)
+	}
+	if len(rest) > 0 {
+		var tr any
+		if err := json.Unmarshal(rest, &tr); err != nil {
+			d["transcript_text"] = string(rest)
+		} else {
+			d["transcript"] = tr
+		}
 	}
 	return d
 }
@@ -198,7 +207,10 @@ func TestWriteHTMLOddRunDirectories(t *testing.T) {
 	if d := details(t, page, 0); d["transcript"].(map[string]any)["prompt"] != "p" {
 		t.Errorf("oracle transcript: %v", d)
 	}
-	for i, want := range map[int]string{1: "not JSON", 2: "outside transcripts/", 3: "no such file"} {
+	if d := details(t, page, 1); d["transcript_text"] != `{"prompt":` {
+		t.Errorf("a transcript that is not JSON is not passed on as it is: %v", d)
+	}
+	for i, want := range map[int]string{2: "outside transcripts/", 3: "no such file"} {
 		if d := details(t, page, i); d["transcript"] != nil || !strings.Contains(d["transcript_error"].(string), want) {
 			t.Errorf("rollout %d: want transcript error %q, got %v", i, want, d["transcript_error"])
 		}

@@ -134,7 +134,20 @@
     for (let k = 0; k < bin.length; k++) bytes[k] = bin.charCodeAt(k);
     if (typeof DecompressionStream !== 'function') throw new Error('this browser cannot decompress the transcript (no DecompressionStream)');
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return JSON.parse(await new Response(stream).text());
+    // A line of JSON with the record, then the transcript file as written.
+    const text = await new Response(stream).text();
+    const nl = text.indexOf('\n');
+    const d = JSON.parse(nl < 0 ? text : text.slice(0, nl));
+    const rest = nl < 0 ? '' : text.slice(nl + 1);
+    if (rest) {
+      try {
+        d.transcript = JSON.parse(rest);
+      } catch (e) {
+        d.transcript_error = 'it is not JSON (' + e.message + ')';
+        d.transcript_text = rest;
+      }
+    }
+    return d;
   }
 
   function clip(s, lines) {
@@ -200,6 +213,7 @@
 
     out.push(el('h3', null, 'Trajectory'));
     if (d.transcript_error) out.push(el('p', { class: 'banner' }, 'transcript unreadable: ' + d.transcript_error));
+    if (d.transcript_text) out.push(clip(d.transcript_text, 30));
     const t = d.transcript;
     const tr = t && typeof t === 'object' && t.trajectory && typeof t.trajectory === 'object' ? t.trajectory : t;
     if (!t) {
