@@ -165,9 +165,6 @@ type (
 type row struct {
 	I          int                `json:"i"`
 	ID         string             `json:"id"`
-	Task       string             `json:"task"`
-	Attempt    int                `json:"a"`
-	Try        int                `json:"try"`
 	Category   string             `json:"cat,omitempty"`
 	Outcome    string             `json:"o"`
 	ErrorClass string             `json:"ec,omitempty"`
@@ -191,8 +188,9 @@ var phaseOrder = []string{"plugin_start", "sandbox_start", "setup", "agent", "ve
 // script adds a sortable, filterable table of rollouts and a trajectory
 // view. Each rollout's record and transcript is embedded gzipped as an
 // inert block that the script decodes only when the rollout is opened, so
-// a page of thousands of rollouts opens fast. A run still in progress
-// (without finished_at in its manifest) is reported as far as it got.
+// a page of thousands of rollouts opens fast. The numbers are computed
+// from results.jsonl with Summarize, so a run still in progress (without
+// finished_at in its manifest) is reported as far as it got.
 func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 	recs, err := readRecords(dir)
 	if err != nil {
@@ -239,7 +237,7 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 
 	rows := make([]row, len(recs))
 	for i, r := range recs {
-		rows[i] = row{I: i, ID: r.RolloutID, Task: r.TaskID, Attempt: r.Attempt, Try: r.Try, Category: r.Category,
+		rows[i] = row{I: i, ID: r.RolloutID, Category: r.Category,
 			Outcome: r.Outcome, ErrorClass: r.ErrorClass, Reward: r.Reward, Turns: r.Turns,
 			TokensIn: r.Usage.PromptTokens, TokensOut: r.Usage.CompletionTokens, Cost: r.CostUSD,
 			Phases: r.Phases, Seconds: r.Duration().Seconds(), Stop: r.StopReason}
