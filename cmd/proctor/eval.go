@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,6 +226,10 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		}
 	}
 	results.WriteJSONAtomic(manPath, man)
+	// After the manifest, so the page knows whether the run finished.
+	if err := writeHTMLReport(dir); err != nil {
+		fmt.Fprintf(g.stderr, "proctor: warning: write %s: %v\n", results.ReportFile, err)
+	}
 	fmt.Fprintf(g.stdout, "run %s: %s\n", man.RunID, dir)
 	report.Write(g.stdout, sum, "text")
 	switch {
@@ -280,19 +285,46 @@ func (t tasksCmd) Run(g *globals) error {
 
 type reportCmd struct {
 	Dir    string `arg:"" help:"Run directory." type:"existingdir"`
-	Format string `help:"text, json or md." default:"text" enum:"text,json,md"`
+	Format string `help:"text, json, md or html (one self-contained page)." default:"text" enum:"text,json,md,html"`
+	Out    string `help:"Write the report to this file (atomically) instead of stdout." type:"path" placeholder:"FILE"`
 }
 
 func (r reportCmd) Run(g *globals) error {
 	if _, err := os.Stat(filepath.Join(r.Dir, results.ResultsFile)); err != nil {
 		return &usageError{err: fmt.Errorf("%s has no %s", r.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
 	}
-	store, err := results.Open(r.Dir)
+	// Read, not Open: the run may still be writing to the directory.
+	var buf bytes.Buffer
+	var err error
+	if r.Format == "html" {
+		err = report.WriteHTML(&buf, r.Dir, report.HTMLOptions{})
+	} else {
+		var recs []results.Record
+		if recs, err = results.Read(r.Dir); err == nil {
+			err = report.Write(&buf, report.Summarize(recs), r.Format)
+		}
+	}
 	if err != nil {
 		return &infraError{err: err}
 	}
-	defer store.Close()
-	return report.Write(g.stdout, report.Summarize(store.Records()), r.Format)
+	if r.Out == "" {
+		_, err = g.stdout.Write(buf.Bytes())
+	} else {
+		err = results.WriteFileAtomic(r.Out, buf.Bytes())
+	}
+	if err != nil {
+		return &infraError{err: err}
+	}
+	return nil
+}
+
+// writeHTMLReport writes report.html into the run directory.
+func writeHTMLReport(dir string) error {
+	var buf bytes.Buffer
+	if err := report.WriteHTML(&buf, dir, report.HTMLOptions{}); err != nil {
+		return err
+	}
+	return results.WriteFileAtomic(filepath.Join(dir, results.ReportFile), buf.Bytes())
 }
 
 type sandboxCmd struct {

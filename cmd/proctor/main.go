@@ -40,6 +40,7 @@ type cli struct {
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
 	Export  exportCmd  `cmd:"" help:"Write a run's rollouts as training data: Atropos groups, SFT chat JSONL or ATIF."`
+	View    viewCmd    `cmd:"" help:"Serve the HTML report of a run directory on 127.0.0.1, live while it runs."`
 	Plugin  pluginCmd  `cmd:"" help:"Inspect and check plugins."`
 	Sandbox sandboxCmd `cmd:"" help:"Manage sandboxes."`
 	Doctor  doctorCmd  `cmd:"" help:"Check that this machine can run proctor."`

@@ -118,6 +118,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	ReportFile     = "report.html"
 )
 
 // Store is an open run directory.
@@ -192,6 +193,23 @@ func (s *Store) load(r io.Reader) (int64, error) {
 		}
 		off += int64(len(line))
 	}
+}
+
+// Read returns the records of the run directory dir without opening it for
+// writing, so a run still in progress can be read: a torn last line is left
+// alone and ignored.
+func Read(dir string) ([]Record, error) {
+	path := filepath.Join(dir, ResultsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s := &Store{done: map[key]bool{}}
+	if _, err := s.load(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s.recs, nil
 }
 
 // Dir is the run directory.

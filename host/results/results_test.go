@@ -129,3 +129,26 @@ func BenchmarkOpen10k(b *testing.B) {
 		s.Close()
 	}
 }
+
+func TestReadLeavesALineBeingWrittenAlone(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	s.Append(rec("a", 0))
+	s.Close()
+	path := filepath.Join(dir, ResultsFile)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"rollout_id":"b#0","task_id":"b","att`) // still being written
+	f.Close()
+	before, _ := os.Stat(path)
+
+	recs, err := Read(dir)
+	if err != nil || len(recs) != 1 || recs[0].TaskID != "a" {
+		t.Fatalf("Read = %+v, %v", recs, err)
+	}
+	if after, _ := os.Stat(path); after.Size() != before.Size() {
+		t.Fatalf("Read changed the file: %d -> %d bytes", before.Size(), after.Size())
+	}
+	if _, err := Read(t.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Read of an empty directory: want ErrNotExist, got %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/report"
+	"github.com/proctor-dev/proctor/host/results"
+)
+
+type viewCmd struct {
+	Dir         string `arg:"" help:"Run directory." type:"existingdir"`
+	Addr        string `help:"Address to listen on; a loopback address unless --allow-remote." default:"127.0.0.1:0" placeholder:"HOST:PORT"`
+	AllowRemote bool   `help:"Allow a non-loopback --addr: anyone who reaches it can read every transcript of the run." name:"allow-remote"`
+}
+
+func (v viewCmd) Run(g *globals) error {
+	if _, err := os.Stat(filepath.Join(v.Dir, results.ResultsFile)); err != nil {
+		return &usageError{err: fmt.Errorf("%s has no %s", v.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	}
+	ln, err := listenView(v.Addr, v.AllowRemote)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", v.Dir, ln.Addr())
+	return serveView(g.ctx, ln, viewHandler(v.Dir, v.AllowRemote))
+}
+
+// listenView listens on addr, which must be a loopback address unless
+// allowRemote.
+func listenView(addr string, allowRemote bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &usageError{err: fmt.Errorf("--addr %q: %w", addr, err), hint: "give HOST:PORT, such as 127.0.0.1:8080"}
+	}
+	if !allowRemote && !isLoopback(host) {
+		return nil, &usageError{err: fmt.Errorf("--addr %s is not a loopback address", addr),
+			hint: "use 127.0.0.1:PORT, or add --allow-remote to serve the run's transcripts to the network"}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &infraError{err: fmt.Errorf("listen on %s: %w", addr, err)}
+	}
+	return ln, nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// viewHandler serves the report of dir at / (written anew for each
+// request, live while the run is not finished) and the run's status at
+// /status. Unless allowRemote, it answers only requests addressed to a
+// loopback name, so a web page cannot reach it by rebinding a DNS name.
+func viewHandler(dir string, allowRemote bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := report.ReadStatus(dir)
+		var buf bytes.Buffer
+		if err == nil {
+			err = report.WriteHTML(&buf, dir, report.HTMLOptions{Live: !st.Finished})
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(buf.Bytes())
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := report.ReadStatus(dir)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(st)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		if host, _, err := net.SplitHostPort(r.Host); !allowRemote && (err != nil || !isLoopback(host)) {
+			http.Error(w, "this server answers only requests for 127.0.0.1 or localhost", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serveView serves h on ln until ctx ends.
+func serveView(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return &infraError{err: err}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/report"
+	"github.com/proctor-dev/proctor/host/results"
+)
+
+// newRunDir writes a run directory with n rollouts, finished or not.
+func newRunDir(t *testing.T, n int, finished bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := results.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for i := range n {
+		addRollout(t, store, i)
+	}
+	writeManifest(t, dir, finished)
+	return dir
+}
+
+func addRollout(t *testing.T, store *results.Store, attempt int) {
+	t.Helper()
+	if err := store.Append(results.Record{RolloutID: "hello#" + string(rune('0'+attempt)), TaskID: "hello", Attempt: attempt,
+		Outcome: results.OutcomePassed, Reward: 1, Phases: map[string]float64{"agent": 1}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeManifest(t *testing.T, dir string, finished bool) {
+	t.Helper()
+	m := Manifest{RunID: "r-1", Name: "view-test", StartedAt: time.Now().UTC()}
+	if finished {
+		now := time.Now().UTC()
+		m.FinishedAt = &now
+	}
+	if err := results.WriteJSONAtomic(filepath.Join(dir, results.ManifestFile), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func status(t *testing.T, url string) report.Status {
+	t.Helper()
+	code, body := get(t, url+"/status")
+	var st report.Status
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("GET /status: %d %s", code, body)
+	}
+	return st
+}
+
+func TestViewFollowsARunInProgress(t *testing.T) {
+	dir := newRunDir(t, 1, false)
+	srv := httptest.NewServer(viewHandler(dir, false))
+	defer srv.Close()
+
+	code, page := get(t, srv.URL+"/")
+	if code != 200 || !strings.Contains(page, `data-live="1"`) || !strings.Contains(page, `id="n-rollouts">1<`) {
+		t.Fatalf("GET / of a run in progress: %d, live or count missing", code)
+	}
+	if st := status(t, srv.URL); st != (report.Status{Rollouts: 1}) {
+		t.Fatalf("status %+v", st)
+	}
+
+	// The run goes on: the next request sees the new rollout.
+	store, err := results.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRollout(t, store, 1)
+	store.Close()
+	if st := status(t, srv.URL); st.Rollouts != 2 {
+		t.Fatalf("status after a rollout: %+v", st)
+	}
+	if _, page := get(t, srv.URL+"/"); !strings.Contains(page, `id="n-rollouts">2<`) {
+		t.Error("the page was not written anew")
+	}
+
+	// The run ends: the page stops reloading.
+	writeManifest(t, dir, true)
+	if _, page := get(t, srv.URL+"/"); strings.Contains(page, "data-live") {
+		t.Error("the page of a finished run still reloads")
+	}
+	if st := status(t, srv.URL); !st.Finished {
+		t.Errorf("status of a finished run: %+v", st)
+	}
+	if code, _ := get(t, srv.URL+"/secret"); code != http.StatusNotFound {
+		t.Errorf("GET /secret: %d", code)
+	}
+}
+
+func TestViewAnswersOnlyLoopbackNames(t *testing.T) {
+	srv := httptest.NewServer(viewHandler(newRunDir(t, 1, true), false))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.Host = "attacker.example:80" // a DNS name rebound to 127.0.0.1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("request for attacker.example: %d, want 403", resp.StatusCode)
+	}
+}
+
+func TestViewRefusesNonLoopbackAddresses(t *testing.T) {
+	dir := newRunDir(t, 1, true)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:80", "example.com:80"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"view", dir, "--addr", addr}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--allow-remote") {
+			t.Errorf("view --addr %s: exit %d, stderr %q", addr, code, stderr.String())
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		ln, err := listenView(addr, false)
+		if err != nil {
+			if strings.Contains(addr, "::1") { // a machine without IPv6
+				continue
+			}
+			t.Errorf("listen on %s: %v", addr, err)
+			continue
+		}
+		ln.Close()
+	}
+}
+
+func TestViewServesUntilCancelled(t *testing.T) {
+	dir := newRunDir(t, 2, true)
+	ln, err := listenView("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- serveView(ctx, ln, viewHandler(dir, false)) }()
+	code, page := get(t, "http://"+ln.Addr().String()+"/")
+	if code != 200 || !strings.HasPrefix(page, "<!DOCTYPE html>") {
+		t.Fatalf("GET /: %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after cancel: %v", err)
+	}
+}
+
+func TestReportHTML(t *testing.T) {
+	dir := newRunDir(t, 2, true)
+	out := filepath.Join(t.TempDir(), "r.html")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"report", dir, "--format", "html", "--out", out}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
+		t.Fatalf("report --out: exit %d, stdout %d bytes, stderr %s", code, stdout.Len(), stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !bytes.HasPrefix(b, []byte("<!DOCTYPE html>")) || !bytes.Contains(b, []byte(`id="n-rollouts">2<`)) {
+		t.Fatalf("report.html: %v\n%.200s", err, b)
+	}
+	if code := run([]string{"report", dir, "--format", "html"}, &stdout, &stderr); code != 0 || !bytes.Equal(stdout.Bytes(), b) {
+		t.Fatalf("report to stdout: exit %d, differs from --out", code)
+	}
+	stdout.Reset()
+	if code := run([]string{"report", dir, "--format", "text"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "rollouts   2") {
+		t.Fatalf("text report: exit %d\n%s", code, stdout.String())
+	}
+}

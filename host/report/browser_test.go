@@ -1,0 +1,326 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium; PROCTOR_CHROMIUM names another.
+func chromiumPath() string {
+	if p := os.Getenv("PROCTOR_CHROMIUM"); p != "" {
+		return p
+	}
+	return "/usr/bin/chromium"
+}
+
+// tab is a page of a headless Chromium that records every request it makes
+// and every error it logs.
+type tab struct {
+	ctx      context.Context
+	mu       sync.Mutex
+	requests []string
+	errors   []string
+}
+
+// newBrowser starts Chromium, or skips without one unless
+// PROCTOR_REQUIRE_BROWSER=1.
+func newBrowser(tb testing.TB) context.Context {
+	tb.Helper()
+	path := chromiumPath()
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("PROCTOR_REQUIRE_BROWSER") == "1" {
+			tb.Fatalf("PROCTOR_REQUIRE_BROWSER=1 but there is no browser at %s: apt-get install -y chromium", path)
+		}
+		tb.Skipf("no browser at %s (apt-get install -y chromium, or set PROCTOR_CHROMIUM)", path)
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.UserDataDir(tb.TempDir()))
+	tb.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	tb.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("start %s: %v", path, err)
+	}
+	return ctx
+}
+
+// newTab opens a tab of the browser.
+func newTab(tb testing.TB, browser context.Context) *tab {
+	tb.Helper()
+	t := &tab{}
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithListener(func(ev any) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			t.requests = append(t.requests, ev.Request.URL)
+		}
+	}))
+	tb.Cleanup(cancel)
+	t.ctx = ctx
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		tb.Fatal(err)
+	}
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError {
+				t.mu.Lock()
+				t.errors = append(t.errors, m.String())
+				t.mu.Unlock()
+			}
+		}
+	}()
+	return t
+}
+
+// checkOffline fails on any request that is not for the page itself: a
+// file, data, or a URL with one of the prefixes.
+func (t *tab) checkOffline(tb testing.TB, prefixes ...string) {
+	tb.Helper()
+	prefixes = append(prefixes, "file://", "data:")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.requests) == 0 {
+		tb.Error("saw no request at all: the listener does not work")
+	}
+	for _, u := range t.requests {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(u, p) }) {
+			tb.Errorf("the page made a network request: %s", u)
+		}
+	}
+	for _, e := range t.errors {
+		tb.Errorf("the page logged an error: %s", e)
+	}
+}
+
+func run[T any](tb testing.TB, ctx context.Context, a chromedp.Action[T]) T {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+func do(tb testing.TB, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	tb.Helper()
+	run(tb, ctx, chromedp.Steps(steps...))
+}
+
+// saveArtifact writes a file under the test's temporary folder, and under
+// $PROCTOR_ARTIFACTS when it is set.
+func saveArtifact(t *testing.T, name string, data []byte) {
+	dirs := []string{t.TempDir()}
+	if d := os.Getenv("PROCTOR_ARTIFACTS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", p)
+	}
+}
+
+func writeReportFile(tb testing.TB, dir string) string {
+	tb.Helper()
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, dir, HTMLOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+func fileURL(path string) string { return (&url.URL{Scheme: "file", Path: path}).String() }
+
+// setValue sets the value of a form field as a user would.
+func setValue(id, value, event string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(e => { e.value = %q; e.dispatchEvent(new Event(%q)) })(document.getElementById(%q))`, value, event, id))
+}
+
+const visibleRows = `[...document.querySelectorAll('#table tbody tr')].filter(r => !r.hidden).length`
+
+func TestBrowserReport(t *testing.T) {
+	browser := newBrowser(t)
+	dir := t.TempDir()
+	fixture{tasks: 40, attempts: 3, turns: 5, finished: true, hostile: true}.write(t, dir)
+	var s Summary
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	page := fileURL(writeReportFile(t, dir))
+
+	tb := newTab(t, browser)
+	ctx := tb.ctx
+	do(t, ctx, chromedp.Navigate(page), chromedp.Poll[chromedp.Void](`document.body.dataset.ready === '1'`))
+
+	// The numbers the page shows are those of summary.json.
+	if got, want := run(t, ctx, chromedp.Text(chromedp.ID("pass-rate"))), fmt.Sprintf("%.1f%%", 100*s.PassRate); got != want {
+		t.Errorf("pass rate shows %q, summary.json says %s", got, want)
+	}
+	if got, want := run(t, ctx, chromedp.Text(chromedp.ID("stderr"))), fmt.Sprintf("%.1f%%", 100*s.StdErr); got != want {
+		t.Errorf("stderr shows %q, summary.json says %s", got, want)
+	}
+	if got := run(t, ctx, chromedp.Text(chromedp.ID("n-rollouts"))); got != fmt.Sprint(s.Rollouts) {
+		t.Errorf("rollouts shows %q, summary.json says %d", got, s.Rollouts)
+	}
+	for o, n := range s.Outcomes {
+		if got := run(t, ctx, chromedp.Evaluate[string](`document.getElementById('count-`+o+`').dataset.value`)); got != fmt.Sprint(n) {
+			t.Errorf("%s count shows %s, summary.json says %d", o, got, n)
+		}
+	}
+	pk := run(t, ctx, chromedp.Evaluate[map[string]float64](`Object.fromEntries([...document.querySelectorAll('.pass-at-k')].map(e => [e.dataset.k, +e.dataset.value]))`))
+	if len(pk) != len(s.PassAtK) || pk["pass@3"] != s.PassAtK["pass@3"] {
+		t.Errorf("pass@k shows %v, summary.json says %v", pk, s.PassAtK)
+	}
+	// 120 rollouts: a page of 100 rows, then one of 20.
+	if got := run(t, ctx, chromedp.Evaluate[int](visibleRows)); got != 100 {
+		t.Errorf("table shows %d rows, want a page of 100", got)
+	}
+	if got := run(t, ctx, chromedp.Text(chromedp.ID("shown"))); got != fmt.Sprintf("%d of %d rollouts", s.Rollouts, s.Rollouts) {
+		t.Errorf("count of rows says %q", got)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("next")))
+	if got, page := run(t, ctx, chromedp.Evaluate[int](visibleRows)), run(t, ctx, chromedp.Text(chromedp.ID("page"))); got != s.Rollouts-100 || page != "page 2 of 2" {
+		t.Errorf("second page shows %d rows and says %q", got, page)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("prev")))
+	if got := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('svg.chart rect.bar').length`)); got != len(s.Categories) {
+		t.Errorf("chart has %d bars, want %d", got, len(s.Categories))
+	}
+
+	// Filtering by typing, and by outcome.
+	do(t, ctx, chromedp.SendKeys(chromedp.ID("filter"), "networking"))
+	if got, want := run(t, ctx, chromedp.Evaluate[int](visibleRows)), s.Categories["networking"].N; got != want || want == 0 {
+		t.Errorf("filter networking: %d rows shown, want %d", got, want)
+	}
+	if got := run(t, ctx, chromedp.Text(chromedp.ID("shown"))); got != fmt.Sprintf("%d of %d rollouts", s.Categories["networking"].N, s.Rollouts) {
+		t.Errorf("count of shown rows says %q", got)
+	}
+	do(t, ctx, setValue("filter", "", "input"), setValue("outcome", "passed", "change"))
+	if got := run(t, ctx, chromedp.Evaluate[int](visibleRows)); got != s.Outcomes["passed"] {
+		t.Errorf("outcome passed: %d rows shown, want %d", got, s.Outcomes["passed"])
+	}
+	do(t, ctx, setValue("outcome", "", "change"))
+
+	// Sorting: the table starts sorted up by "#"; a click on it turns the
+	// order round.
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#table th[data-col="0"]`)))
+	if got := run(t, ctx, chromedp.Evaluate[string](`document.querySelector('#table tbody tr').dataset.i`)); got != fmt.Sprint(s.Rollouts-1) {
+		t.Errorf("sorted down by #, the first row is %s", got)
+	}
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#table th[data-col="0"]`)))
+
+	// Open the rollout with hostile text (task 1, attempt 0, index 3).
+	do(t, ctx, chromedp.Click(chromedp.CSS(`#table tbody tr[data-i="3"]`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById('detail').dataset.rollout === '3'`))
+	text := run(t, ctx, chromedp.TextContent(chromedp.ID("detail")))
+	for _, want := range []string{
+		`"command": "cd /app && pytest -q tests/test_fix.py -k case_0"`, // a tool call's arguments
+		"→ terminal", "test_output_content", "2 passed in 0.12s", "All tests pass now.",
+		hostileScript, hostileHTML, // shown as text
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("trajectory lacks %q", want)
+		}
+	}
+	if pwned := run(t, ctx, chromedp.Evaluate[bool](`window.pwned !== undefined || document.querySelector('#detail img, #detail b') !== null`)); pwned {
+		t.Error("text from the transcript became markup")
+	}
+	if n := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('#detail details.reasoning:not([open])').length`)); n != 5 {
+		t.Errorf("%d collapsed reasoning blocks, want 5", n)
+	}
+	if n := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('#detail .msg.tool details.clip:not([open])').length`)); n != 5 {
+		t.Errorf("%d collapsed tool outputs, want 5", n)
+	}
+	saveArtifact(t, "report-trajectory.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('grid').scrollIntoView()`))
+	saveArtifact(t, "report-grid.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('rollouts').scrollIntoView()`))
+	saveArtifact(t, "report-table.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	tb.checkOffline(t)
+
+	// Without JavaScript the summary is still there.
+	nojs := newTab(t, browser)
+	if _, err := chromedp.Call(nojs.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, nojs.ctx, chromedp.Navigate(page))
+	if got := run(t, nojs.ctx, chromedp.Text(chromedp.ID("pass-rate"))); got != fmt.Sprintf("%.1f%%", 100*s.PassRate) {
+		t.Errorf("without JavaScript the pass rate shows %q", got)
+	}
+	if got := run(t, nojs.ctx, chromedp.Text(chromedp.CSS("#rollouts noscript, #rollouts .banner"))); !strings.Contains(got, "need JavaScript") {
+		t.Errorf("without JavaScript the page does not say what is missing: %q", got)
+	}
+	saveArtifact(t, "report-nojs.png", run(t, nojs.ctx, chromedp.CaptureScreenshot()))
+	nojs.checkOffline(t)
+}
+
+// TestBrowserLiveReload serves a live page as `proctor view` does and
+// checks that it reloads itself when the status says a rollout was added.
+func TestBrowserLiveReload(t *testing.T) {
+	browser := newBrowser(t)
+	dir := t.TempDir()
+	fixture{tasks: 2, attempts: 1, turns: 1}.write(t, dir)
+	var rollouts atomic.Int32
+	rollouts.Store(2)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { WriteHTML(w, dir, HTMLOptions{Live: true}) })
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(Status{Rollouts: int(rollouts.Load())})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	tb := newTab(t, browser)
+	do(t, tb.ctx, chromedp.Navigate(srv.URL+"/"), chromedp.Poll[chromedp.Void](`document.body.dataset.ready === '1'`),
+		chromedp.Evaluate[chromedp.Void](`window.before = 1`))
+	rollouts.Store(3)
+	// The reload replaces the page under any running poll, so ask again.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		reloaded, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`window.before === undefined && document.body.dataset.ready === '1'`))
+		if err == nil && reloaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not reload after the status changed (last error: %v)", err)
+		}
+	}
+	tb.checkOffline(t, srv.URL+"/")
+}
