@@ -34,6 +34,8 @@ type Host struct {
 	Workdir string
 	// Datasets maps dataset.read sources to rows.
 	Datasets map[string][]json.RawMessage
+	// Model answers model.complete; nil refuses it.
+	Model func(abi.ModelRequest) (abi.ModelResponse, error)
 	// Calls records the operations the plugin made, in order.
 	Calls []string
 }
@@ -135,6 +137,13 @@ func (h *Host) call(op string, req []byte) (uint32, []byte) {
 			return reply(nil, fmt.Errorf("dataset %s: not in the emulator's Datasets", r.Source))
 		}
 		return reply(abi.DatasetResponse{Rows: rows, Next: len(rows), EOF: true}, nil)
+	case abi.OpModelComplete:
+		if h.Model == nil {
+			break
+		}
+		var r abi.ModelRequest
+		json.Unmarshal(req, &r)
+		return reply(h.Model(r))
 	case abi.OpRepoCheckout:
 		var r abi.RepoCheckoutRequest
 		json.Unmarshal(req, &r)
