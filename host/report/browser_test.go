@@ -254,6 +254,7 @@ func TestBrowserReport(t *testing.T) {
 	for _, want := range []string{
 		`"command": "cd /app && pytest -q tests/test_fix.py -k case_0"`, // a tool call's arguments
 		"→ terminal", "test_output_content", "2 passed in 0.12s", "All tests pass now.",
+		"Stacked rewards", "judge" + hostileHTML, "score 7", "error: plugin trapreward hook reward.score: trap", // stacked rewards
 		hostileScript, hostileHTML, // shown as text
 	} {
 		if !strings.Contains(text, want) {

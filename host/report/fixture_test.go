@@ -72,6 +72,12 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 			}
 			rec.FinishedAt = start.Add(time.Duration(total * float64(time.Second)))
 			rec.Tests = []results.Test{{Name: "test_output_exists", Status: "passed"}, {Name: "test_output_content", Status: "failed", Message: "assert 'hello' == 'hallo'"}}
+			if f.hostile && task == 1 {
+				v := rec.Reward
+				rec.VerifierReward = &v
+				rec.Rewards = []results.RewardScore{{Name: "judge" + hostileHTML, Weight: 0.5, Reward: 0.7, Scores: map[string]float64{"score": 7}},
+					{Name: "trap", Weight: 1, Error: "plugin trapreward hook reward.score: trap"}}
+			}
 			if rec.Outcome == results.OutcomePassed {
 				rec.Tests[1].Status, rec.Tests[1].Message = "passed", ""
 			}

@@ -209,6 +209,15 @@
       out.push(el('h3', null, 'Tests'), el('table', { class: 'tests' }, el('thead', null, el('tr', null, el('th', null, 'test'), el('th', null, 'status'), el('th', null, 'message'))), tb));
     }
     if (rec.scores) out.push(el('h3', null, 'Scores'), facts(Object.entries(rec.scores)));
+    if (rec.rewards && rec.rewards.length) {
+      const tb = el('tbody');
+      tb.append(el('tr', null, el('td', null, 'verifier'), el('td', null, ''), el('td', null, String(rec.verifier_reward)), el('td', null, '')));
+      for (const s of rec.rewards) {
+        const detail = s.error ? 'error: ' + s.error : Object.entries(s.scores || {}).map(([k, v]) => k + ' ' + v).join(', ');
+        tb.append(el('tr', null, el('td', null, text(s.name)), el('td', null, String(s.weight)), el('td', { class: s.error ? 'o-failed' : '' }, s.error ? '—' : String(s.reward)), el('td', null, text(detail))));
+      }
+      out.push(el('h3', null, 'Stacked rewards (reward = weighted sum)'), el('table', { class: 'tests' }, el('thead', null, el('tr', null, el('th', null, 'reward'), el('th', null, 'weight'), el('th', null, 'value'), el('th', null, 'details'))), tb));
+    }
     if (rec.verifier_output) out.push(el('h3', null, 'Verifier output'), clip(rec.verifier_output, 12));
 
     out.push(el('h3', null, 'Trajectory'));
