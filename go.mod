@@ -13,6 +13,7 @@ require (
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/crypto v0.57.0
 	oras.land/oras-go/v2 v2.6.0
 )
 

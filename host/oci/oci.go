@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 )
@@ -137,7 +139,15 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ErrCredentials: the registry wants credentials proctor does not have or
+// that it refused.
+var ErrCredentials = errors.New("the registry wants credentials")
+
 func unreachable(registry string, err error) error {
+	var re *errcode.ErrorResponse
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) || errors.As(err, &re) && re.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("%w: run `docker login %s` (Docker's config and credential helpers are read): %v", ErrCredentials, registry, err)
+	}
 	var ne net.Error
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.As(err, &ne) {

@@ -3,8 +3,10 @@ package oci
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,4 +140,43 @@ func BenchmarkPull(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDockerCredentials: a registry that wants a password refuses an
+// anonymous push with a clear error, and takes the credentials of
+// Docker's config.json.
+func TestDockerCredentials(t *testing.T) {
+	reg := ocitest.StartWithAuth(t, "team", "s3cret-pass")
+	cfgDir := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", cfgDir)
+	ctx := context.Background()
+	ref := reg.Addr + "/team/p:1"
+	_, err := New(t.TempDir()).Push(ctx, ref, []byte("plugin"), meta)
+	if !errors.Is(err, ErrCredentials) || !strings.Contains(err.Error(), "docker login "+reg.Addr) {
+		t.Fatalf("anonymous push: %v", err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("team:s3cret-pass"))
+	os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"auths":{"`+reg.Addr+`":{"auth":"`+auth+`"}}}`), 0o600)
+	c := New(t.TempDir())
+	if _, err := c.Push(ctx, ref, []byte("plugin"), meta); err != nil {
+		t.Fatalf("push with Docker's credentials: %v", err)
+	}
+	os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"auths":{"`+reg.Addr+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("team:wrong"))+`"}}}`), 0o600)
+	if _, err := New(t.TempDir()).Pull(ctx, ref); !errors.Is(err, ErrCredentials) {
+		t.Fatalf("pull with a wrong password: %v", err)
+	}
+	os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"auths":{"`+reg.Addr+`":{"auth":"`+auth+`"}}}`), 0o600)
+	if p, err := c.Pull(ctx, ref); err != nil || p.Meta.Name != "toolstats" {
+		t.Fatalf("pull with Docker's credentials: %v", err)
+	}
+
+	// A credential helper (credsStore), as `docker login` sets up with a
+	// keychain: docker-credential-NAME get reads the host on stdin.
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, "docker-credential-proctortest"), []byte("#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread host\nprintf '{\"ServerURL\":\"%s\",\"Username\":\"team\",\"Secret\":\"s3cret-pass\"}' \"$host\"\n"), 0o755)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"credsStore":"proctortest"}`), 0o600)
+	if _, err := New(t.TempDir()).Pull(ctx, ref); err != nil {
+		t.Fatalf("pull through a credential helper: %v", err)
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Registry is a running registry.
@@ -23,6 +25,23 @@ type Registry struct {
 // Start runs a registry for the test's duration. Without the binary the
 // test is skipped, unless PROCTOR_REQUIRE_DOCKER=1 (CI), where it fails.
 func Start(t testing.TB) *Registry {
+	t.Helper()
+	return start(t, "")
+}
+
+// StartWithAuth runs a registry that wants user and password (htpasswd).
+func StartWithAuth(t testing.TB, user, password string) *Registry {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "htpasswd")
+	os.WriteFile(file, []byte(user+":"+string(hash)+"\n"), 0o644)
+	return start(t, fmt.Sprintf("auth:\n  htpasswd:\n    realm: proctor-test\n    path: %s\n", file))
+}
+
+func start(t testing.TB, extra string) *Registry {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -40,7 +59,7 @@ func Start(t testing.TB) *Registry {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	root := filepath.Join(dir, "storage")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", root, addr)), 0o644)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", root, addr)+extra), 0o644)
 	r := &Registry{Addr: addr, Root: root}
 	r.cmd = exec.Command(bin, "serve", cfg)
 	logf, err := os.Create(filepath.Join(dir, "registry.log"))
@@ -56,7 +75,7 @@ func Start(t testing.TB) *Registry {
 		resp, err := http.Get("http://" + addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 || resp.StatusCode == 401 && extra != "" {
 				return r
 			}
 		}
