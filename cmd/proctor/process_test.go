@@ -300,3 +300,20 @@ group_size = 2
 		}
 	}
 }
+
+// FuzzReadIndex: a torn or garbled process.jsonl never yields an offset
+// past a whole line.
+func FuzzReadIndex(f *testing.F) {
+	f.Add([]byte(`{"task_id":"a","groups_end":10,"sft_end":20}` + "\n" + `{"task_id":"b","gro`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(t.TempDir(), "i")
+		os.WriteFile(p, b, 0o644)
+		fh, _ := os.Open(p)
+		defer fh.Close()
+		n := 0
+		good, err := readIndex(fh, func(indexEntry) { n++ })
+		if err != nil || good > int64(len(b)) || good > 0 && b[good-1] != '\n' || strings.Count(string(b[:good]), "\n") != n {
+			t.Fatalf("good %d, %d entries, err %v", good, n, err)
+		}
+	})
+}

@@ -143,7 +143,9 @@ func loopback(host string) bool {
 // that it refused.
 var ErrCredentials = errors.New("the registry wants credentials")
 
-func unreachable(registry string, err error) error {
+// classify names the two failures a user can act on: credentials and an
+// unreachable registry.
+func classify(registry string, err error) error {
 	var re *errcode.ErrorResponse
 	if errors.Is(err, auth.ErrBasicCredentialNotFound) || errors.As(err, &re) && re.StatusCode == http.StatusUnauthorized {
 		return fmt.Errorf("%w: run `docker login %s` (Docker's config and credential helpers are read): %v", ErrCredentials, registry, err)
@@ -170,7 +172,7 @@ func (c *Client) Push(ctx context.Context, ref string, wasm []byte, m Meta) (str
 	layer := content.NewDescriptorFromBytes(LayerType, wasm)
 	layer.Annotations = map[string]string{AnnTitle: m.Name + ".wasm"}
 	if err := repo.Push(ctx, layer, bytes.NewReader(wasm)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-		return "", unreachable(r.Registry, fmt.Errorf("push %s: %w", ref, err))
+		return "", classify(r.Registry, fmt.Errorf("push %s: %w", ref, err))
 	}
 	ann := map[string]string{
 		AnnTitle: m.Name, AnnVersion: m.Version, AnnABI: strconv.Itoa(m.ABI),
@@ -183,10 +185,10 @@ func (c *Client) Push(ctx context.Context, ref string, wasm []byte, m Meta) (str
 		Layers: []ocispec.Descriptor{layer}, ManifestAnnotations: ann,
 	})
 	if err != nil {
-		return "", unreachable(r.Registry, fmt.Errorf("push %s: %w", ref, err))
+		return "", classify(r.Registry, fmt.Errorf("push %s: %w", ref, err))
 	}
 	if err := repo.Tag(ctx, desc, r.Reference); err != nil {
-		return "", unreachable(r.Registry, fmt.Errorf("tag %s: %w", ref, err))
+		return "", classify(r.Registry, fmt.Errorf("tag %s: %w", ref, err))
 	}
 	return desc.Digest.String(), nil
 }
@@ -214,29 +216,17 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
 	}
 	desc, err := repo.Resolve(ctx, r.Reference)
 	if err != nil {
-		return nil, unreachable(r.Registry, fmt.Errorf("resolve %s: %w", ref, err))
+		return nil, classify(r.Registry, fmt.Errorf("resolve %s: %w", ref, err))
 	}
 	raw, err := content.FetchAll(ctx, repo, desc)
 	if err != nil {
 		return nil, c.fetchErr(r.Registry, ref, err)
 	}
-	var man ocispec.Manifest
-	if err := json.Unmarshal(raw, &man); err != nil {
-		return nil, fmt.Errorf("%s: the manifest is not an OCI image manifest: %v", ref, err)
+	man, layer, err := pluginLayer(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
-	if man.ArtifactType != ArtifactType && man.Config.MediaType != ArtifactType {
-		return nil, fmt.Errorf("%s is not a proctor plugin (artifact type %q)", ref, man.ArtifactType)
-	}
-	var layer *ocispec.Descriptor
-	for i := range man.Layers {
-		if man.Layers[i].MediaType == LayerType {
-			layer = &man.Layers[i]
-		}
-	}
-	if layer == nil || layer.Size > maxPlugin || layer.Size < 0 {
-		return nil, fmt.Errorf("%s: no plugin layer of at most %d MiB", ref, maxPlugin>>20)
-	}
-	wasm, err := content.FetchAll(ctx, repo.Blobs(), *layer)
+	wasm, err := content.FetchAll(ctx, repo.Blobs(), layer)
 	if err != nil {
 		return nil, c.fetchErr(r.Registry, ref, err)
 	}
@@ -251,11 +241,34 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
 	return p, nil
 }
 
+// pluginLayer reads a manifest from a registry and finds the plugin layer.
+func pluginLayer(raw []byte) (ocispec.Manifest, ocispec.Descriptor, error) {
+	var man ocispec.Manifest
+	if err := json.Unmarshal(raw, &man); err != nil {
+		return man, ocispec.Descriptor{}, fmt.Errorf("the manifest is not an OCI image manifest: %v", err)
+	}
+	if man.ArtifactType != ArtifactType && man.Config.MediaType != ArtifactType {
+		return man, ocispec.Descriptor{}, fmt.Errorf("not a proctor plugin (artifact type %q)", man.ArtifactType)
+	}
+	for _, l := range man.Layers {
+		if l.MediaType == LayerType {
+			if l.Size > maxPlugin || l.Size < 0 {
+				return man, l, fmt.Errorf("the plugin layer is %d bytes, over the %d MiB cap", l.Size, maxPlugin>>20)
+			}
+			if err := l.Digest.Validate(); err != nil {
+				return man, l, fmt.Errorf("the plugin layer's digest: %v", err)
+			}
+			return man, l, nil
+		}
+	}
+	return man, ocispec.Descriptor{}, errors.New("no plugin layer")
+}
+
 func (c *Client) fetchErr(registry, ref string, err error) error {
 	if errors.Is(err, content.ErrMismatchedDigest) || errors.Is(err, content.ErrTrailingData) {
 		return fmt.Errorf("%s: %w: %v", ref, ErrTampered, err)
 	}
-	return unreachable(registry, fmt.Errorf("fetch %s: %w", ref, err))
+	return classify(registry, fmt.Errorf("fetch %s: %w", ref, err))
 }
 
 // check reads the annotations and verifies the bytes against the sha256

@@ -180,3 +180,14 @@ func TestDockerCredentials(t *testing.T) {
 		t.Fatalf("pull through a credential helper: %v", err)
 	}
 }
+
+func FuzzPluginLayer(f *testing.F) {
+	f.Add([]byte(`{"schemaVersion":2,"artifactType":"application/vnd.proctor.plugin.v1","layers":[{"mediaType":"application/vnd.proctor.plugin.layer.v1.wasm","digest":"sha256:` + strings.Repeat("a", 64) + `","size":3}]}`))
+	f.Add([]byte(`{"layers":[{"mediaType":"application/vnd.proctor.plugin.layer.v1.wasm","size":-1}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, l, err := pluginLayer(raw)
+		if err == nil && (l.Size < 0 || l.Size > maxPlugin || l.Digest.Validate() != nil) {
+			t.Fatalf("accepted layer %+v", l)
+		}
+	})
+}
