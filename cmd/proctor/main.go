@@ -93,7 +93,12 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(c.LogLevel)})))
 
-	ctx, stop := interruptContext(stderr)
+	// Commands that run rollouts say what a Ctrl-C does to them.
+	note := "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)"
+	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") {
+		note = "proctor: interrupted: stopping (Ctrl-C again to exit at once)"
+	}
+	ctx, stop := interruptContext(stderr, note)
 	defer stop()
 	g := &globals{stdout: stdout, stderr: stderr, ctx: ctx}
 	if err := kctx.Run(g); err != nil {
@@ -109,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 // interruptContext cancels on the first Ctrl-C or SIGTERM so the run stops
 // starting rollouts, cancels the running ones and flushes results; a second
 // signal exits at once.
-func interruptContext(stderr io.Writer) (context.Context, func()) {
+func interruptContext(stderr io.Writer, note string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -118,7 +123,7 @@ func interruptContext(stderr io.Writer) (context.Context, func()) {
 		for range sigs {
 			n++
 			if n == 1 {
-				fmt.Fprintln(stderr, "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)")
+				fmt.Fprintln(stderr, note)
 				cancel(errInterrupted)
 				continue
 			}
