@@ -215,3 +215,88 @@ var (
 	builtBin  string
 	builtErr  error
 )
+
+// TestSecondInterrupt: a second Ctrl-C exits at once, leaving what the
+// first one had not cleaned up; `sandbox prune` (or the resume) removes
+// the run's leftover containers by label.
+func TestSecondInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	sandboxtest.RequireDocker(t)
+	dir := t.TempDir()
+	bin := buildProctor(t)
+	plugin := wasmtest.Build(t, "./plugins/example")
+	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 30"}}]}]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[run]
+concurrency = 2
+[agent]
+kind = "replay"
+script = "script.json"
+[env]
+plugin = %q
+[env.config]
+tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}]
+`, plugin)), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
+	pipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var stderr strings.Builder
+	first, eof := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(eof)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			mu.Lock()
+			stderr.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "stopping rollouts") {
+				close(first)
+			}
+		}
+	}()
+	var runID string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && runID == ""; time.Sleep(100 * time.Millisecond) {
+		var man struct {
+			RunID string `json:"run_id"`
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == 2 {
+			runID = man.RunID
+		}
+	}
+	if runID == "" {
+		cmd.Process.Kill()
+		t.Fatal("rollouts never started")
+	}
+	time.Sleep(500 * time.Millisecond)
+	// The second signal after the first was taken (the kernel merges
+	// two pending SIGINTs into one).
+	cmd.Process.Signal(os.Interrupt)
+	<-first
+	cmd.Process.Signal(os.Interrupt)
+	<-eof // read everything before Wait closes the pipe
+	cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "exiting at once") {
+		t.Errorf("stderr does not say it exits at once:\n%s", stderr.String())
+	}
+	if n := countLines(filepath.Join(out, "results.jsonl")); n != 0 {
+		t.Errorf("%d rollouts recorded by an interrupted run", n)
+	}
+	if b, err := exec.Command(bin, "sandbox", "prune", "--run", runID).CombinedOutput(); err != nil {
+		t.Fatalf("prune: %v\n%s", err, b)
+	}
+	if n := containers(t, runID); n != 0 {
+		t.Errorf("%d containers of the run left after prune", n)
+	}
+}
