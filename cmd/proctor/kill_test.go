@@ -278,7 +278,11 @@ tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}]
 	// The second signal after the first was taken (the kernel merges
 	// two pending SIGINTs into one).
 	cmd.Process.Signal(os.Interrupt)
-	<-first
+	select {
+	case <-first:
+	case <-eof:
+		t.Fatal("proctor ended without taking the first Ctrl-C")
+	}
 	cmd.Process.Signal(os.Interrupt)
 	<-eof // read everything before Wait closes the pipe
 	cmd.Wait()
