@@ -128,10 +128,19 @@ func NewFactory(cfg Config, lim *Limiter) *Factory {
 // New makes the client of one rollout, with its own retry budget.
 func (f *Factory) New() *Client { return &Client{f: f, left: f.cfg.RetryBudget} }
 
+// NewSeeded is New with a sampling seed sent in every request ("seed"),
+// for endpoints that honour it (vLLM, SGLang, OpenAI best effort).
+func (f *Factory) NewSeeded(seed int64) *Client {
+	c := f.New()
+	c.seed = &seed
+	return c
+}
+
 // Client is one rollout's model.
 type Client struct {
 	f    *Factory
 	left int
+	seed *int64
 }
 
 var _ agent.Model = (*Client)(nil)
@@ -142,6 +151,9 @@ var ErrBudget = errors.New("model retry budget exhausted")
 // Complete sends one chat completion, retrying what can be retried.
 func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []agent.Schema) (agent.Reply, error) {
 	body := map[string]any{"model": c.f.cfg.Model, "messages": msgs}
+	if c.seed != nil {
+		body["seed"] = *c.seed
+	}
 	if len(tools) > 0 {
 		body["tools"] = tools
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
+	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
 )
 
@@ -21,14 +22,21 @@ func modelFor(c *config.Config) (func() agent.Model, error) {
 }
 
 // modelPerAttempt is modelFor with [process] temperatures: attempt i
-// samples at temperatures[i % len], over one limiter for the run.
-func modelPerAttempt(c *config.Config) (func(attempt int) agent.Model, error) {
+// samples at temperatures[i % len], over one limiter for the run; with
+// [model] send_seed, each rollout's requests carry the rollout's seed.
+func modelPerAttempt(c *config.Config) (func(in host.AgentInput) agent.Model, error) {
+	client := func(f *openai.Factory, in host.AgentInput) agent.Model {
+		if c.Model.SendSeed {
+			return f.NewSeeded(int64(in.Seed >> 1)) // a non-negative int64: what endpoints accept
+		}
+		return f.New()
+	}
 	if len(c.Process.Temperatures) == 0 {
 		f, err := modelFactory(c, c.Model.Temperature)
 		if err != nil {
 			return nil, err
 		}
-		return func(int) agent.Model { return f.New() }, nil
+		return func(in host.AgentInput) agent.Model { return client(f, in) }, nil
 	}
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
 	var fs []*openai.Factory
@@ -39,7 +47,7 @@ func modelPerAttempt(c *config.Config) (func(attempt int) agent.Model, error) {
 		}
 		fs = append(fs, f)
 	}
-	return func(attempt int) agent.Model { return fs[attempt%len(fs)].New() }, nil
+	return func(in host.AgentInput) agent.Model { return client(fs[in.Attempt%len(fs)], in) }, nil
 }
 
 func modelFactory(c *config.Config, temp *float64) (*openai.Factory, error) {

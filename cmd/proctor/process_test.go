@@ -40,7 +40,7 @@ func TestProcessGroups(t *testing.T) {
 		"--set", "env.config.dataset=" + filepath.Join(root, "testdata/tb2/tasks"),
 		"--set", `env.config.tasks=["hello-file"]`,
 		"--set", "agent.kind=llm", "--set", "model.base_url=" + srv.URL(), "--set", "model.name=scripted",
-		"--set", "model.return_tokens=true", "--set", "run.concurrency=1",
+		"--set", "model.return_tokens=true", "--set", "model.send_seed=true", "--set", "run.concurrency=1",
 		"--set", "process.group_size=3", "--set", "process.temperatures=[0.5, 1.0]",
 		"--out", out}
 	var stdout, stderr bytes.Buffer
@@ -72,15 +72,20 @@ func TestProcessGroups(t *testing.T) {
 		}
 		checkAlignment(t, i, tr, g.Tokens[i], g.Masks[i], g.InferenceLogprobs[i])
 	}
-	var temps []float64
+	var temps, seeds []float64
 	for _, r := range srv.Requests() {
 		temps = append(temps, r.Body["temperature"].(float64))
+		seed, _ := r.Body["seed"].(float64)
+		seeds = append(seeds, seed)
 		if r.Body["return_token_ids"] != true || r.Body["logprobs"] != true {
 			t.Errorf("request without token ids or logprobs asked: %v", r.Body)
 		}
 	}
 	if !slices.Equal(temps, []float64{0.5, 0.5, 1.0, 0.5, 0.5}) {
 		t.Errorf("temperatures by request %v: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5", temps)
+	}
+	if seeds[0] == 0 || seeds[0] != seeds[1] || seeds[3] != seeds[4] || seeds[0] == seeds[2] || seeds[0] == seeds[3] || seeds[2] == seeds[3] {
+		t.Errorf("seeds by request %v: one per rollout, different between attempts", seeds)
 	}
 	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
 		t.Errorf("%d SFT lines, want 3", n)

@@ -196,7 +196,7 @@ func agentFor(c *config.Config) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
-		return loopAgent(func(int) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
+		return loopAgent(func(host.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
 		tools, err := agent.NewToolset(c.Agent.Tools)
 		if err != nil {
@@ -217,13 +217,13 @@ func (f agentFunc) Run(ctx context.Context, in host.AgentInput) (host.AgentOutpu
 	return f(ctx, in)
 }
 
-func loopAgent(model func(attempt int) agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
+func loopAgent(model func(in host.AgentInput) agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
 	return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
 		system := c.Agent.SystemPrompt
 		if system == "" {
 			system = in.System
 		}
-		l := &agent.Loop{Model: model(in.Attempt), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
+		l := &agent.Loop{Model: model(in), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
 		tr, err := l.Run(ctx, in.Sandbox, in.Prompt)
 		tr.Agent = kind
 		u := tr.Usage

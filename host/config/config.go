@@ -71,6 +71,10 @@ type Model struct {
 	// ReturnTokens asks the endpoint for token ids and logprobs of every
 	// call (vLLM, SGLang), for exact training data.
 	ReturnTokens bool `toml:"return_tokens" json:"return_tokens"`
+	// SendSeed sends each rollout's seed (from run.seed, task and attempt)
+	// as the request's "seed", so sampling can be replayed where the
+	// endpoint honours it.
+	SendSeed bool `toml:"send_seed" json:"send_seed"`
 }
 
 // Process is the [process] section: rollout generation for training
