@@ -16,6 +16,7 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/oci"
 	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 type pluginCmd struct {
@@ -23,6 +24,24 @@ type pluginCmd struct {
 	Check   checkCmd   `cmd:"" help:"Load a plugin, run describe and tasks.load, and validate what comes back."`
 	Push    pushCmd    `cmd:"" help:"Push a plugin to an OCI registry, its manifest as annotations."`
 	Pull    pullCmd    `cmd:"" help:"Pull a plugin from an OCI registry into the cache, verified."`
+}
+
+// checkReward scores a made-up rollout with a reward-only plugin: one
+// user message, one answer, a passed verdict.
+func checkReward(ctx context.Context, g *globals, c *config.Config, p *loadedPlugin) error {
+	rp := &host.RewardPlugin{Name: p.Manifest().Name, Weight: 1, Plugin: p.Plugin, Config: c.PluginConfig()}
+	if slices.Contains(p.Manifest().Capabilities, abi.OpModelComplete) {
+		fmt.Fprintf(g.stdout, "skip reward.score: the plugin needs model.complete; stack it in a run with a [model] to try it\n")
+		return nil
+	}
+	tr := []byte(`{"task_id":"check","prompt":"Say hello.","trajectory":{"agent":"llm","messages":[{"role":"user","content":"Say hello."},{"role":"assistant","content":"Hello."}],"turns":[{"index":0,"usage":{"prompt_tokens":10,"completion_tokens":2}}],"stop_reason":"done"}}`)
+	s := rp.Score(ctx, host.ScoreInput{Task: host.Task{ID: "check"}, Info: host.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
+		Verdict: host.Verdict{Reward: 1, Passed: true}})
+	if s.Error != "" {
+		return &usageError{err: fmt.Errorf("reward.score: %s", s.Error)}
+	}
+	fmt.Fprintf(g.stdout, "ok   reward.score on a sample rollout: reward %g, scores %v\n", s.Reward, s.Scores)
+	return nil
 }
 
 type pushCmd struct {
@@ -151,7 +170,10 @@ func (ch checkCmd) Run(g *globals) error {
 		}
 	} else {
 		c = &config.Config{}
-		c.Env.Plugin, c.Env.Grants, c.Env.MemoryMB, c.Env.HookTimeout.Duration = ch.Plugin, config.DefaultGrants, 256, time.Minute
+		// Without a config, a judge's model.complete is allowed to load
+		// (check does not call it).
+		grants := append(slices.Clone(config.DefaultGrants), abi.OpModelComplete)
+		c.Env.Plugin, c.Env.Grants, c.Env.MemoryMB, c.Env.HookTimeout.Duration = ch.Plugin, grants, 256, time.Minute
 		c.Env.Config = map[string]any{}
 	}
 	ctx, cancel := context.WithTimeout(g.ctx, 5*time.Minute)
@@ -163,6 +185,9 @@ func (ch checkCmd) Run(g *globals) error {
 	defer rt.Close(ctx)
 	m := p.Manifest()
 	fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d, sha256 %.12s)\n", m.Name, m.Version, m.ABI, p.SHA256())
+	if !slices.Contains(m.Hooks, abi.HookTasks) && slices.Contains(m.Hooks, abi.HookReward) {
+		return checkReward(ctx, g, c, p)
+	}
 	tasks, skipped, err := env.Tasks(ctx)
 	if err != nil {
 		return &usageError{err: fmt.Errorf("tasks.load: %w", err)}

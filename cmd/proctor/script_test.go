@@ -32,6 +32,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("TB2_WASM", wasmtest.Build(t, "./plugins/tb2"))
 			env.Setenv("EXAMPLE_WASM", wasmtest.Build(t, "./plugins/example"))
 			env.Setenv("SWESMITH_WASM", wasmtest.Build(t, "./plugins/swesmith"))
+			env.Setenv("TOOLSTATS_WASM", wasmtest.Build(t, "./plugins/toolstats"))
+			env.Setenv("JUDGE_WASM", wasmtest.Build(t, "./plugins/judge"))
 			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
 				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
 			}
