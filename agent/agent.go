@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"io/fs"
 	"strings"
 	"time"
@@ -124,12 +125,54 @@ type Turn struct {
 	ModelSecs float64         `json:"model_secs"`
 	Tools     []ToolTiming    `json:"tools,omitempty"`
 	Errors    []string        `json:"errors,omitempty"`
-	Logprobs  json.RawMessage `json:"logprobs,omitempty"`
+	// Logprobs is the endpoint's logprobs object, kept only when it could
+	// not be read into CompletionLogprobs.
+	Logprobs json.RawMessage `json:"logprobs,omitempty"`
 	// Token ids and logprobs of this call, when the endpoint returned them
-	// (see Reply).
+	// (see Reply). A prompt repeats the previous call's prompt and
+	// completion: then PromptPrefix says how many of its first ids those
+	// are, and PromptTokenIDs holds only the rest, which keeps a long
+	// rollout's transcript linear in its length instead of quadratic.
+	// FullPrompts expands them.
+	PromptPrefix       int       `json:"prompt_prefix,omitempty"`
 	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
 	CompletionLogprobs []float64 `json:"completion_logprobs,omitempty"`
+}
+
+// FullPrompts returns every turn's whole prompt token ids (nil for a turn
+// without), undoing the PromptPrefix sharing.
+func FullPrompts(turns []Turn) ([][]int, error) {
+	out := make([][]int, len(turns))
+	var prev []int // the last call with ids: its prompt and completion
+	for i, t := range turns {
+		if len(t.PromptTokenIDs) == 0 && t.PromptPrefix == 0 {
+			continue
+		}
+		if t.PromptPrefix < 0 || t.PromptPrefix > len(prev) {
+			return nil, fmt.Errorf("turn %d: prompt_prefix %d is not within the previous call's %d tokens", t.Index, t.PromptPrefix, len(prev))
+		}
+		full := make([]int, 0, t.PromptPrefix+len(t.PromptTokenIDs))
+		full = append(append(full, prev[:t.PromptPrefix]...), t.PromptTokenIDs...)
+		out[i] = full
+		prev = append(full[:len(full):len(full)], t.CompletionTokenIDs...)
+	}
+	return out, nil
+}
+
+// sharePrefix stores a call's prompt ids as the part that does not repeat
+// prev (the previous call's prompt and completion).
+func sharePrefix(t *Turn, prev []int) {
+	p := t.PromptTokenIDs
+	if len(prev) == 0 || len(p) < len(prev) {
+		return
+	}
+	for i, id := range prev {
+		if p[i] != id {
+			return
+		}
+	}
+	t.PromptPrefix, t.PromptTokenIDs = len(prev), p[len(prev):]
 }
 
 // ToolTiming is one tool call's name, duration and whether it failed.
@@ -162,6 +205,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 	if maxTurns <= 0 {
 		maxTurns = 60
 	}
+	var prevIDs []int // the last call's prompt and completion ids
 	for i := 0; i < maxTurns; i++ {
 		if ctx.Err() != nil {
 			tr.StopReason = StopCancelled
@@ -169,8 +213,15 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		}
 		start := time.Now()
 		reply, err := l.Model.Complete(ctx, tr.Messages, schemas)
-		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(), Logprobs: reply.Logprobs,
+		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(),
 			PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
+		if reply.CompletionLogprobs == nil {
+			turn.Logprobs = reply.Logprobs
+		}
+		if len(reply.PromptTokenIDs) > 0 {
+			sharePrefix(&turn, prevIDs)
+			prevIDs = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
+		}
 		tr.Usage.add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())

@@ -149,14 +149,21 @@ func TestProcessGroups(t *testing.T) {
 // everything else is masked.
 func checkAlignment(t *testing.T, i int, tr *agent.Trajectory, tokens, masks []int, logprobs []float64) {
 	t.Helper()
+	prompts, err := agent.FullPrompts(tr.Turns)
+	if err != nil {
+		t.Fatal(err)
+	}
 	last := tr.Turns[len(tr.Turns)-1]
-	want := append(slices.Clone(last.PromptTokenIDs), last.CompletionTokenIDs...)
+	want := append(slices.Clone(prompts[len(prompts)-1]), last.CompletionTokenIDs...)
 	if !slices.Equal(tokens, want) {
 		t.Fatalf("rollout %d: tokens are not the last prompt and completion ids", i)
 	}
+	if len(tr.Turns) > 1 && tr.Turns[1].PromptPrefix == 0 {
+		t.Errorf("rollout %d: the second prompt does not share the first call's ids", i)
+	}
 	open := make([]bool, len(tokens))
-	for _, turn := range tr.Turns {
-		at := len(turn.PromptTokenIDs)
+	for ti, turn := range tr.Turns {
+		at := len(prompts[ti])
 		if !slices.Equal(tokens[at:at+len(turn.CompletionTokenIDs)], turn.CompletionTokenIDs) {
 			t.Fatalf("rollout %d turn %d: completion not at offset %d", i, turn.Index, at)
 		}

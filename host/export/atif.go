@@ -121,9 +121,14 @@ func ATIF(rec results.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajector
 			ToolDefinitions: toolSchemas(tr.Tools), Extra: map[string]any{"agent": tr.Agent}},
 	}
 	// The i-th assistant message answers the i-th call that did not fail.
+	// Prompts are expanded to whole prompts, as ATIF keeps them per step.
 	var answered []agent.Turn
-	for _, t := range tr.Turns {
+	prompts, perr := agent.FullPrompts(tr.Turns)
+	for i, t := range tr.Turns {
 		if len(t.Errors) == 0 {
+			if perr == nil {
+				t.PromptTokenIDs, t.PromptPrefix = prompts[i], 0
+			}
 			answered = append(answered, t)
 		}
 	}

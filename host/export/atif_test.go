@@ -302,11 +302,18 @@ func TestATIFValidatesAgainstV17(t *testing.T) {
 	if string(third.ToolCalls[0].Arguments) != `{"command":"ls"}` || third.ReasoningContent == "" {
 		t.Errorf("arguments %s reasoning %q", third.ToolCalls[0].Arguments, third.ReasoningContent)
 	}
+	prompts, err := agent.FullPrompts(withTokens.Turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withTokens.Turns[1].PromptPrefix == 0 {
+		t.Error("the loop did not share the second prompt's prefix")
+	}
 	for i, s := range a.Steps[2:] {
 		turn := withTokens.Turns[i]
 		m := s.Metrics
-		if m == nil || !slices.Equal(m.PromptTokenIDs, turn.PromptTokenIDs) || !slices.Equal(m.CompletionTokenIDs, turn.CompletionTokenIDs) ||
-			len(m.Logprobs) != len(m.CompletionTokenIDs) || m.PromptTokens != int64(len(turn.PromptTokenIDs)) {
+		if m == nil || !slices.Equal(m.PromptTokenIDs, prompts[i]) || !slices.Equal(m.CompletionTokenIDs, turn.CompletionTokenIDs) ||
+			len(m.Logprobs) != len(m.CompletionTokenIDs) || m.PromptTokens != int64(len(prompts[i])) {
 			t.Errorf("step %d metrics %+v", s.StepID, m)
 		}
 	}

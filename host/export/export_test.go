@@ -90,8 +90,12 @@ func TestTokensThroughTheLoop(t *testing.T) {
 		}
 	}
 	// Each turn's completion sits right after that turn's prompt.
-	for _, turn := range tr.Turns {
-		at := len(turn.PromptTokenIDs)
+	prompts, err := agent.FullPrompts(tr.Turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ti, turn := range tr.Turns {
+		at := len(prompts[ti])
 		if !slices.Equal(s.Masks[at:at+len(turn.CompletionTokenIDs)], turn.CompletionTokenIDs) {
 			t.Errorf("turn %d's completion is not at %d", turn.Index, at)
 		}

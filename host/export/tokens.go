@@ -52,7 +52,7 @@ func Tokens(tr *agent.Trajectory) (Sequence, error) {
 	logprobs := true
 	recorded := false
 	for _, t := range tr.Turns {
-		if len(t.PromptTokenIDs) > 0 || len(t.CompletionTokenIDs) > 0 {
+		if len(t.PromptTokenIDs) > 0 || t.PromptPrefix > 0 || len(t.CompletionTokenIDs) > 0 {
 			recorded = true
 			break
 		}
@@ -60,22 +60,27 @@ func Tokens(tr *agent.Trajectory) (Sequence, error) {
 	if !recorded {
 		return Sequence{}, ErrNoTokens
 	}
-	for _, t := range tr.Turns {
+	prompts, err := agent.FullPrompts(tr.Turns)
+	if err != nil {
+		return Sequence{}, err
+	}
+	for ti, t := range tr.Turns {
+		prompt := prompts[ti]
 		if len(t.Errors) > 0 && len(t.CompletionTokenIDs) == 0 {
 			continue // a failed call: no reply, nothing generated
 		}
-		if len(t.PromptTokenIDs) == 0 || len(t.CompletionTokenIDs) == 0 {
+		if len(prompt) == 0 || len(t.CompletionTokenIDs) == 0 {
 			return Sequence{}, fmt.Errorf("turn %d: no prompt or completion token ids while other turns have them", t.Index)
 		}
-		if len(t.PromptTokenIDs) < len(s.Tokens) {
-			return Sequence{}, &PrefixError{Turn: t.Index, At: len(t.PromptTokenIDs)}
+		if len(prompt) < len(s.Tokens) {
+			return Sequence{}, &PrefixError{Turn: t.Index, At: len(prompt)}
 		}
 		for i, id := range s.Tokens {
-			if t.PromptTokenIDs[i] != id {
+			if prompt[i] != id {
 				return Sequence{}, &PrefixError{Turn: t.Index, At: i}
 			}
 		}
-		for _, id := range t.PromptTokenIDs[len(s.Tokens):] {
+		for _, id := range prompt[len(s.Tokens):] {
 			if id < 0 {
 				return Sequence{}, fmt.Errorf("turn %d: negative prompt token id %d", t.Index, id)
 			}
