@@ -16,8 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,11 +120,11 @@ type Trajectory struct {
 
 // Turn is one model call and the tool calls it asked for.
 type Turn struct {
-	Index     int             `json:"index"`
-	Usage     Usage           `json:"usage"`
-	ModelSecs float64         `json:"model_secs"`
-	Tools     []ToolTiming    `json:"tools,omitempty"`
-	Errors    []string        `json:"errors,omitempty"`
+	Index     int          `json:"index"`
+	Usage     Usage        `json:"usage"`
+	ModelSecs float64      `json:"model_secs"`
+	Tools     []ToolTiming `json:"tools,omitempty"`
+	Errors    []string     `json:"errors,omitempty"`
 	// Logprobs is the endpoint's logprobs object, kept only when it could
 	// not be read into CompletionLogprobs.
 	Logprobs json.RawMessage `json:"logprobs,omitempty"`
