@@ -359,9 +359,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	if ctx.Err() != nil {
 		return rec, false
 	}
-	var transcript json.RawMessage
 	if out.Transcript != nil {
-		transcript, _ = json.Marshal(out.Transcript)
 		name := results.TranscriptName(id, try)
 		if err := r.Store.WriteTranscript(name, out.Transcript); err != nil {
 			r.Log.Warn("write transcript", "rollout", id, "err", err)
@@ -383,6 +381,12 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
 	if len(r.Rewards) > 0 {
 		p.run(ctx, "reward", 0, func(ctx context.Context) error {
+			// Encoded here, only for stacked rewards: a transcript with
+			// token ids runs to megabytes.
+			var transcript json.RawMessage
+			if out.Transcript != nil {
+				transcript, _ = json.Marshal(out.Transcript)
+			}
 			in := ScoreInput{Task: t, Info: RolloutInfo{RunID: r.Config.RunID, RolloutID: id, TaskID: t.ID, Attempt: j.attempt, Seed: rec.Seed},
 				Transcript: transcript, Verdict: v}
 			for _, s := range r.Rewards {
