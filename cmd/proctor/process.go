@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/export"
 	"github.com/proctor-dev/proctor/host/results"
@@ -70,7 +69,6 @@ type groupWriter struct {
 	sft     *os.File
 	index   *os.File
 	written map[string]indexEntry
-	order   []string
 	pending map[string][]results.Record // records of tasks not yet written
 	err     error
 }
@@ -103,7 +101,6 @@ func (w *groupWriter) open(dir string, store *results.Store) error {
 	var last indexEntry
 	good, err := readIndex(w.index, func(e indexEntry) {
 		w.written[e.TaskID] = e
-		w.order = append(w.order, e.TaskID)
 		last = e
 	})
 	if err != nil {
@@ -199,26 +196,16 @@ func (w *groupWriter) record(rec results.Record) {
 func (w *groupWriter) writeLocked(taskID string) error {
 	recs := w.pending[taskID]
 	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
-	trajs := make([]*agent.Trajectory, len(recs))
-	e := indexEntry{TaskID: taskID, Rollouts: len(recs)}
-	for i, r := range recs {
-		if r.Outcome == results.OutcomeInfraError {
-			e.Infra++
-		}
-		if r.Transcript == "" {
-			continue
-		}
-		tr, err := export.ReadTrajectory(filepath.Join(w.dir, filepath.FromSlash(r.Transcript)))
-		if err != nil {
-			return fmt.Errorf("task %s attempt %d: %w", taskID, r.Attempt, err)
-		}
-		trajs[i] = tr
+	trajs, err := export.ReadGroup(w.dir, recs)
+	if err != nil {
+		return err
 	}
 	group, info, err := export.Group(recs, trajs, w.filter)
 	if err != nil {
 		return err
 	}
-	e.Kept, e.Dropped, e.Tokens, e.NoTokens = info.Kept, info.Dropped, info.Tokens, info.NoTokens
+	e := indexEntry{TaskID: taskID, Rollouts: len(recs), Infra: info.Skipped[export.SkipInfraError],
+		Kept: info.Kept, Dropped: info.Dropped, Tokens: info.Tokens, NoTokens: info.NoTokens}
 	if info.Kept {
 		if err := appendJSON(w.groups, group); err != nil {
 			return err
@@ -250,7 +237,6 @@ func (w *groupWriter) writeLocked(taskID string) error {
 		return err
 	}
 	w.written[taskID] = e
-	w.order = append(w.order, taskID)
 	delete(w.pending, taskID)
 	return nil
 }
@@ -272,8 +258,7 @@ func (w *groupWriter) finish(man *Manifest) error {
 	defer w.mu.Unlock()
 	info := &ProcessInfo{GroupSize: w.size, Dropped: map[string]int{}}
 	var withTokens int
-	for _, id := range w.order {
-		e := w.written[id]
+	for _, e := range w.written {
 		info.SFT += e.SFTLines
 		if !e.Kept {
 			info.Dropped[e.Dropped]++

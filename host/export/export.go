@@ -163,12 +163,12 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 	if _, err := os.Stat(filepath.Join(dir, results.ResultsFile)); err != nil {
 		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, results.ResultsFile)
 	}
-	store, err := results.Open(dir)
+	// Read, not Open: the run may still be writing, and Open would cut
+	// the line being written.
+	recs, err := results.Read(dir)
 	if err != nil {
 		return err
 	}
-	recs := store.Records()
-	store.Close()
 	var order []string
 	byTask := map[string][]results.Record{}
 	for _, r := range recs {
@@ -180,7 +180,7 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 	for _, id := range order {
 		group := byTask[id]
 		slices.SortStableFunc(group, func(a, b results.Record) int { return a.Attempt - b.Attempt })
-		trajs, err := readTrajectories(dir, group)
+		trajs, err := ReadGroup(dir, group)
 		if err != nil {
 			return err
 		}
@@ -192,9 +192,10 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 	return nil
 }
 
-// readTrajectories reads a group's transcripts, a few at once (decoding
-// JSON is most of an export's time).
-func readTrajectories(dir string, group []results.Record) ([]*agent.Trajectory, error) {
+// ReadGroup reads the trajectories of a group's records from the run
+// directory dir, in the records' order (nil for a record without a
+// transcript), a few at once: decoding JSON is most of an export's time.
+func ReadGroup(dir string, group []results.Record) ([]*agent.Trajectory, error) {
 	trajs := make([]*agent.Trajectory, len(group))
 	errs := make([]error, len(group))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
