@@ -64,12 +64,8 @@ func isLoopback(host string) bool {
 func viewHandler(dir string, allowRemote bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		st, err := report.ReadStatus(dir)
 		var buf bytes.Buffer
-		if err == nil {
-			err = report.WriteHTML(&buf, dir, report.HTMLOptions{Live: !st.Finished})
-		}
-		if err != nil {
+		if err := report.WriteHTML(&buf, dir, report.HTMLOptions{Live: true}); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

@@ -51,9 +51,9 @@ func mustRead(name string) string {
 
 // HTMLOptions changes what WriteHTML writes.
 type HTMLOptions struct {
-	// Live is for a page served by `proctor view` while the run is not
-	// finished: the page asks ./status every few seconds and reloads itself
-	// when rollouts were added.
+	// Live is for a page served by `proctor view`: while the run is not
+	// finished (no finished_at in its manifest), the page asks ./status
+	// every few seconds and reloads itself when rollouts were added.
 	Live bool
 }
 
@@ -198,18 +198,19 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 	}
 	man, _ := readManifest(dir) // a missing or broken manifest shows as such
 	config, _ := os.ReadFile(filepath.Join(dir, results.ConfigFile))
+	live := opt.Live && man.FinishedAt == nil
 
 	d := pageData{
 		Title: cmp.Or(man.Name, filepath.Base(dir)), Dir: dir,
 		CSS: template.CSS(pageCSS), JS: template.JS(pageJS),
-		Live: opt.Live, Man: man, ManText: man.text, Config: string(config),
+		Live: live, Man: man, ManText: man.text, Config: string(config),
 		Finished: man.FinishedAt != nil,
 		S:        Summarize(recs),
 	}
 	// Only the inline style and script of this page may run or load; a
 	// served page in progress may also ask for its status.
 	connect := "'none'"
-	if opt.Live {
+	if live {
 		connect = "'self'"
 	}
 	d.CSP = fmt.Sprintf("default-src 'none'; style-src '%s'; script-src '%s'; img-src data:; connect-src %s; base-uri 'none'; form-action 'none'",
