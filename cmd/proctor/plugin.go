@@ -55,13 +55,13 @@ func (pc pushCmd) Run(g *globals) error {
 		return err
 	}
 	defer rt.Close(g.ctx)
-	p, err := loadPlugin(g.ctx, rt, pc.File, "", "")
-	if err != nil {
-		return err
-	}
 	b, err := pluginBytes(pc.File)
 	if err != nil {
 		return err
+	}
+	p, err := rt.Load(g.ctx, pc.File, b) // checks it is a plugin before it is shared
+	if err != nil {
+		return &usageError{err: err}
 	}
 	m := p.Manifest()
 	digest, err := oci.New(filepath.Join(cacheDir(), "oci")).Push(g.ctx, pc.Ref, b, oci.Meta{
@@ -107,12 +107,15 @@ func (pc pullCmd) Run(g *globals) error {
 
 // pluginBytes reads a plugin file or a bundled plugin.
 func pluginBytes(ref string) ([]byte, error) {
+	var b []byte
+	var err error
 	if bundled.IsName(ref) {
-		return bundled.Lookup(ref)
+		b, err = bundled.Lookup(ref)
+	} else {
+		b, err = os.ReadFile(ref)
 	}
-	b, err := os.ReadFile(ref)
 	if err != nil {
-		return nil, &usageError{err: err}
+		return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err)}
 	}
 	return b, nil
 }
