@@ -287,16 +287,17 @@ func check(ann map[string]string, wasm []byte) (Meta, string, error) {
 	return m, sha, nil
 }
 
+// store puts a pulled plugin in the cache: written in a temporary folder
+// renamed into place, so an entry is whole or absent. When another pull
+// won the race, its entry (the same bytes, by digest) stays.
 func (c *Client) store(p *Pulled, manifest, wasm []byte) error {
 	dir := c.entry(p.Digest)
+	if err := os.MkdirAll(c.cacheDir, 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(c.cacheDir, ".pull-*")
 	if err != nil {
-		if err := os.MkdirAll(c.cacheDir, 0o755); err != nil {
-			return err
-		}
-		if tmp, err = os.MkdirTemp(c.cacheDir, ".pull-*"); err != nil {
-			return err
-		}
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	if err := os.WriteFile(filepath.Join(tmp, "manifest.json"), manifest, 0o644); err != nil {
@@ -305,7 +306,7 @@ func (c *Client) store(p *Pulled, manifest, wasm []byte) error {
 	if err := os.WriteFile(filepath.Join(tmp, "plugin.wasm"), wasm, 0o644); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Stat(dir); serr != nil {
 			return err
 		}
