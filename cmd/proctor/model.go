@@ -10,51 +10,38 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 )
 
-// modelFor builds the per-rollout model clients of the llm agent: one
+// models builds the per-rollout model clients of the llm agent: one
 // connection pool and one limiter for the run, one retry budget per
-// rollout. The key comes from the environment variable the config names.
-func modelFor(c *config.Config) (func() agent.Model, error) {
-	f, err := modelFactory(c, c.Model.Temperature)
-	if err != nil {
-		return nil, err
-	}
-	return func() agent.Model { return f.New() }, nil
-}
-
-// modelPerAttempt is modelFor with [process] temperatures: attempt i
-// samples at temperatures[i % len], over one limiter for the run; with
-// [model] send_seed, each rollout's requests carry the rollout's seed.
-func modelPerAttempt(c *config.Config) (func(in host.AgentInput) agent.Model, error) {
-	client := func(f *openai.Factory, in host.AgentInput) agent.Model {
-		if c.Model.SendSeed {
-			return f.NewSeeded(int64(in.Seed >> 1)) // a non-negative int64: what endpoints accept
+// rollout. With [process] temperatures, attempt i samples at
+// temperatures[i % len]; with [model] send_seed, a rollout's requests carry
+// its seed. The key comes from the environment variable the config names.
+func models(c *config.Config) (func(in host.AgentInput) agent.Model, error) {
+	temps := []*float64{c.Model.Temperature}
+	if len(c.Process.Temperatures) > 0 {
+		temps = nil
+		for i := range c.Process.Temperatures {
+			temps = append(temps, &c.Process.Temperatures[i])
 		}
-		return f.New()
-	}
-	if len(c.Process.Temperatures) == 0 {
-		f, err := modelFactory(c, c.Model.Temperature)
-		if err != nil {
-			return nil, err
-		}
-		return func(in host.AgentInput) agent.Model { return client(f, in) }, nil
 	}
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
 	var fs []*openai.Factory
-	for _, temp := range c.Process.Temperatures {
-		f, err := modelFactoryWith(c, &temp, lim)
+	for _, temp := range temps {
+		f, err := modelFactory(c, temp, lim)
 		if err != nil {
 			return nil, err
 		}
 		fs = append(fs, f)
 	}
-	return func(in host.AgentInput) agent.Model { return client(fs[in.Attempt%len(fs)], in) }, nil
+	return func(in host.AgentInput) agent.Model {
+		f := fs[in.Attempt%len(fs)]
+		if c.Model.SendSeed {
+			return f.NewSeeded(int64(in.Seed >> 1)) // a non-negative int64: what endpoints accept
+		}
+		return f.New()
+	}, nil
 }
 
-func modelFactory(c *config.Config, temp *float64) (*openai.Factory, error) {
-	return modelFactoryWith(c, temp, openai.NewLimiter(c.Model.MaxConcurrent))
-}
-
-func modelFactoryWith(c *config.Config, temp *float64, lim *openai.Limiter) (*openai.Factory, error) {
+func modelFactory(c *config.Config, temp *float64, lim *openai.Limiter) (*openai.Factory, error) {
 	key := ""
 	if c.Model.APIKeyEnv != "" {
 		key = os.Getenv(c.Model.APIKeyEnv)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/wasm"
@@ -61,7 +62,7 @@ func judgeModel(c *config.Config) (func(context.Context, abi.ModelRequest) (abi.
 	if c.Model.Name == "" || c.Model.BaseURL == "" {
 		return nil, &usageError{err: errors.New("model.complete is granted but [model] has no name or base_url"), hint: "set [model] name and base_url: judges use the run's model client"}
 	}
-	newModel, err := modelFor(c)
+	f, err := modelFactory(c, c.Model.Temperature, openai.NewLimiter(c.Model.MaxConcurrent))
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func judgeModel(c *config.Config) (func(context.Context, abi.ModelRequest) (abi.
 		for i, m := range req.Messages {
 			msgs[i] = agent.Message{Role: m.Role, Content: m.Content}
 		}
-		reply, err := newModel().Complete(ctx, msgs, nil)
+		reply, err := f.New().Complete(ctx, msgs, nil)
 		if err != nil {
 			return abi.ModelResponse{}, err
 		}

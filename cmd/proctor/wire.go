@@ -202,7 +202,7 @@ func agentFor(c *config.Config) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
-		newModel, err := modelPerAttempt(c)
+		newModel, err := models(c)
 		if err != nil {
 			return nil, err
 		}
