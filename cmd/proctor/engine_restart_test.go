@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -28,24 +26,7 @@ func TestEngineRestart(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	plugin := wasmtest.Build(t, "./plugins/example")
-	var tasks []string
-	for i := range 6 {
-		tasks = append(tasks, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
-	}
-	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 4; printf x > /tmp/answer.txt"}}]}]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[run]
-concurrency = 2
-retries = 1
-[agent]
-kind = "replay"
-script = "script.json"
-[env]
-plugin = %q
-[env.config]
-tasks = [%s]
-`, plugin, strings.Join(tasks, ", "))), 0o644)
+	replayRun(t, dir, 6, "sleep 4; printf x > /tmp/answer.txt", "concurrency = 2\nretries = 1")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	var stderr strings.Builder

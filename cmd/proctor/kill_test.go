@@ -27,25 +27,7 @@ func TestKillAndResume(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	plugin := wasmtest.Build(t, "./plugins/example")
-	var tasks []string
-	for i := range 8 {
-		tasks = append(tasks, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
-	}
-	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 2; printf x > /tmp/answer.txt"}}]}]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[run]
-name = "kill"
-concurrency = 3
-attempts = 2
-[agent]
-kind = "replay"
-script = "script.json"
-[env]
-plugin = %q
-[env.config]
-tasks = [%s]
-`, plugin, strings.Join(tasks, ", "))), 0o644)
+	replayRun(t, dir, 8, "sleep 2; printf x > /tmp/answer.txt", "name = \"kill\"\nconcurrency = 3\nattempts = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	if err := cmd.Start(); err != nil {
@@ -107,6 +89,51 @@ tasks = [%s]
 	}
 }
 
+// replayRun writes dir/run.toml (and its script): tasks t0, t1, ... of the
+// example plugin, each solved by a replay agent running command in one
+// terminal call; runKeys are lines of the [run] table and extra is TOML
+// appended at the end.
+func replayRun(t *testing.T, dir string, tasks int, command, runKeys string, extra ...string) string {
+	t.Helper()
+	plugin := wasmtest.Build(t, "./plugins/example")
+	var list []string
+	for i := range tasks {
+		list = append(list, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
+	}
+	script, _ := json.Marshal(map[string]any{"turns": []any{map[string]any{"tool_calls": []any{
+		map[string]any{"name": "terminal", "arguments": map[string]any{"command": command}}}}}})
+	os.WriteFile(filepath.Join(dir, "script.json"), script, 0o644)
+	path := filepath.Join(dir, "run.toml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+[run]
+%s
+[agent]
+kind = "replay"
+script = "script.json"
+[env]
+plugin = %q
+[env.config]
+tasks = [%s]
+%s`, runKeys, plugin, strings.Join(list, ", "), strings.Join(extra, "\n"))), 0o644)
+	return path
+}
+
+// waitRunning waits up to a minute for the run writing to out to have n
+// containers, and returns its run id ("" if it never did).
+func waitRunning(t *testing.T, out string, n int) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var man struct {
+			RunID string `json:"run_id"`
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == n {
+			return man.RunID
+		}
+	}
+	return ""
+}
+
 func countLines(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -133,19 +160,7 @@ func TestInterrupt(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	plugin := wasmtest.Build(t, "./plugins/example")
-	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 30"}}]}]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[run]
-concurrency = 2
-[agent]
-kind = "replay"
-script = "script.json"
-[env]
-plugin = %q
-[env.config]
-tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}, {id = "c", text = "x"}]
-`, plugin)), 0o644)
+	replayRun(t, dir, 3, "sleep 30", "concurrency = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	var stderr strings.Builder
@@ -154,17 +169,7 @@ tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}, {id = "c", text = "x"}]
 		t.Fatal(err)
 	}
 	// Interrupt once both running rollouts are in their agent phase.
-	var runID string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		var man struct {
-			RunID string `json:"run_id"`
-		}
-		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == 2 {
-			runID = man.RunID
-			break
-		}
-	}
+	runID := waitRunning(t, out, 2)
 	if runID == "" {
 		cmd.Process.Kill()
 		t.Fatalf("rollouts never started:\n%s", stderr.String())
@@ -226,19 +231,7 @@ func TestSecondInterrupt(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	plugin := wasmtest.Build(t, "./plugins/example")
-	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 30"}}]}]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[run]
-concurrency = 2
-[agent]
-kind = "replay"
-script = "script.json"
-[env]
-plugin = %q
-[env.config]
-tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}]
-`, plugin)), 0o644)
+	replayRun(t, dir, 2, "sleep 30", "concurrency = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	pipe, _ := cmd.StderrPipe()
@@ -260,16 +253,7 @@ tasks = [{id = "a", text = "x"}, {id = "b", text = "x"}]
 			}
 		}
 	}()
-	var runID string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && runID == ""; time.Sleep(100 * time.Millisecond) {
-		var man struct {
-			RunID string `json:"run_id"`
-		}
-		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == 2 {
-			runID = man.RunID
-		}
-	}
+	runID := waitRunning(t, out, 2)
 	if runID == "" {
 		cmd.Process.Kill()
 		t.Fatal("rollouts never started")

@@ -245,26 +245,7 @@ func TestKillProcessAndResume(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	plugin := wasmtest.Build(t, "./plugins/example")
-	var tasks []string
-	for i := range 6 {
-		tasks = append(tasks, fmt.Sprintf(`{id = "t%d", text = "x"}`, i))
-	}
-	os.WriteFile(filepath.Join(dir, "script.json"), []byte(`{"turns":[{"tool_calls":[{"name":"terminal","arguments":{"command":"sleep 1; printf x > /tmp/answer.txt"}}]},{"content":"done"}]}`), 0o644)
-	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[run]
-name = "killproc"
-concurrency = 3
-[agent]
-kind = "replay"
-script = "script.json"
-[env]
-plugin = %q
-[env.config]
-tasks = [%s]
-[process]
-group_size = 2
-`, plugin, strings.Join(tasks, ", "))), 0o644)
+	replayRun(t, dir, 6, "sleep 1; printf x > /tmp/answer.txt", "name = \"killproc\"\nconcurrency = 3", "[process]\ngroup_size = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "process", filepath.Join(dir, "run.toml"), "--out", out)
 	if err := cmd.Start(); err != nil {
