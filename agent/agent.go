@@ -118,6 +118,18 @@ type Trajectory struct {
 	Error      string    `json:"error,omitempty"`
 }
 
+// Transcript is what a run directory keeps of one rollout's agent
+// (transcripts/<rollout>.json): the rollout's identity, the prompt it was
+// given and its trajectory. Exports and reward plugins read this shape.
+type Transcript struct {
+	RolloutID  string      `json:"rollout_id"`
+	TaskID     string      `json:"task_id"`
+	Seed       uint64      `json:"seed"`
+	Prompt     string      `json:"prompt"`
+	System     string      `json:"system"`
+	Trajectory *Trajectory `json:"trajectory"`
+}
+
 // Turn is one model call and the tool calls it asked for.
 type Turn struct {
 	Index     int          `json:"index"`

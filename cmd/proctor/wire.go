@@ -237,15 +237,8 @@ func loopAgent(model func(in host.AgentInput) agent.Model, tools *agent.Toolset,
 }
 
 // transcript is what transcripts/<id>.json holds.
-func transcript(in host.AgentInput, tr agent.Trajectory) any {
-	return map[string]any{
-		"rollout_id": in.RolloutID,
-		"task_id":    in.Task.ID,
-		"seed":       in.Seed,
-		"prompt":     in.Prompt,
-		"system":     in.System,
-		"trajectory": tr,
-	}
+func transcript(in host.AgentInput, tr agent.Trajectory) agent.Transcript {
+	return agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Seed: in.Seed, Prompt: in.Prompt, System: in.System, Trajectory: &tr}
 }
 
 func newRunID(name string) string {

@@ -26,22 +26,11 @@ import (
 	"github.com/proctor-dev/proctor/host/results"
 )
 
-// Transcript is what transcripts/<rollout>.json holds: the rollout's
-// identity and inputs, and its trajectory.
-type Transcript struct {
-	RolloutID  string            `json:"rollout_id"`
-	TaskID     string            `json:"task_id"`
-	Seed       uint64            `json:"seed"`
-	Prompt     string            `json:"prompt"`
-	System     string            `json:"system"`
-	Trajectory *agent.Trajectory `json:"trajectory"`
-}
-
 // ParseTranscript reads a transcript, or a bare agent.Trajectory as older
 // runs and other tools write it. The bytes are untrusted: anything that is
 // not one of the two shapes is an error, never a panic.
-func ParseTranscript(b []byte) (*Transcript, error) {
-	var t Transcript
+func ParseTranscript(b []byte) (*agent.Transcript, error) {
+	var t agent.Transcript
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("not a transcript: %w", err)
 	}
@@ -67,7 +56,7 @@ func ParseTranscript(b []byte) (*Transcript, error) {
 }
 
 // ReadTranscript reads and parses a transcript file.
-func ReadTranscript(path string) (*Transcript, error) {
+func ReadTranscript(path string) (*agent.Transcript, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
