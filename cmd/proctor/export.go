@@ -192,7 +192,7 @@ func (e exportCmd) report(w io.Writer, st exportStats) {
 		fmt.Fprintf(w, "; %d with tokens, %d with messages only\n", st.withTokens, st.withoutTokens)
 		if st.withoutTokens > 0 {
 			fmt.Fprintf(w, "proctor: export: messages only, first: %s\n", st.firstNoTokens)
-			fmt.Fprintln(w, "proctor: hint: token ids are recorded when the endpoint returns them: set return_token_ids and logprobs in [model] extra_body (vLLM, SGLang), and keep earlier reasoning in the chat template")
+			fmt.Fprintln(w, "proctor: hint: token ids are recorded when the endpoint returns them: set [model] return_tokens = true (vLLM, SGLang), and keep earlier reasoning in the chat template")
 		}
 	default:
 		fmt.Fprintf(w, "proctor: export: %d of %d rollouts written to %s", st.written, st.rollouts, dest)
