@@ -343,8 +343,9 @@ func testFiles(ids []string) []string {
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// checkout brings a clone-mode instance's repository to /testbed as a
-// fresh, clean git checkout, then runs the configured install command.
+// checkout brings a clone-mode instance's repository to /testbed (files
+// without a .git: Setup makes the one history the agent sees), then runs
+// the configured install command.
 func checkout(c Config, in Instance) error {
 	url := strings.ReplaceAll(c.RepoURL, "{repo}", in.Repo)
 	if _, err := sdk.RepoCheckout(url, in.BaseCommit, "/testbed"); err != nil {
@@ -353,9 +354,6 @@ func checkout(c Config, in Instance) error {
 			return sdk.Errorf("setup", "instance %s needs clone mode: add \"repo.checkout\" to [env] grants", in.ID)
 		}
 		return sdk.Errorf("setup", "instance %s: check out %s at %s: %v", in.ID, url, in.BaseCommit, err)
-	}
-	if _, err := run("setup", "commit the checkout", "git init -q && git add -A && git -c user.name=proctor -c user.email=proctor@localhost commit -qm base && echo ok", 120000); err != nil {
-		return err
 	}
 	if c.InstallCmd != "" {
 		if _, err := run("setup", "install_cmd", c.InstallCmd, int64(c.TestTimeoutSec*1000)); err != nil {
@@ -380,6 +378,8 @@ func (e *env) Setup(r abi.RolloutRequest) error {
 		}
 	}
 	// Snapshot the test files and hooks of the clean checkout, in memory.
+	// (An image's checkout must be clean; a clone-mode checkout has no .git
+	// yet, so git status says nothing.)
 	if _, err := run("setup", "snapshot tests", "git status --porcelain --untracked-files=no | grep -q . && { echo 'checkout not clean'; exit 1; }; "+
 		hookFind+" | tar -cf /tmp/.proctor-tests.tar -T - && echo ok", 120000); err != nil {
 		return err
