@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -51,6 +52,14 @@ type Caps struct {
 // Run runs the conformance suite. start makes a fresh sandbox for a subtest.
 func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 	ctx := context.Background()
+	// The sleeps the tests count get durations of this run's own, so a
+	// count sees only this run's processes: a local sandbox sees the whole
+	// host, where another backend's conformance run may be sleeping too.
+	mark := fmt.Sprintf(".%06d", rand.N(1000000))
+	sleep := func(n int) string { return fmt.Sprintf("sleep %d%s", n, mark) }
+	count := func(ns string) string {
+		return fmt.Sprintf(`ps -eo args | grep -c '^sleep %s\%s' || true`, ns, mark)
+	}
 	exec := func(t *testing.T, sb sandbox.Sandbox, cmd string, o sandbox.ExecOptions) sandbox.ExecResult {
 		t.Helper()
 		r, err := sb.Exec(ctx, cmd, o)
@@ -101,11 +110,11 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 	})
 	t.Run("TimeoutKillsGroup", func(t *testing.T) {
 		sb := start(t)
-		r := exec(t, sb, "sleep 300 & sleep 301; echo never", sandbox.ExecOptions{Timeout: 300 * time.Millisecond})
+		r := exec(t, sb, sleep(300)+" & "+sleep(301)+"; echo never", sandbox.ExecOptions{Timeout: 300 * time.Millisecond})
 		if !r.TimedOut || strings.Contains(r.Stdout, "never") {
 			t.Fatalf("want a timeout, got %+v", r)
 		}
-		r = exec(t, sb, "ps -eo args | grep -c '^sleep 30[01]' || true", sandbox.ExecOptions{})
+		r = exec(t, sb, count("30[01]"), sandbox.ExecOptions{})
 		if strings.TrimSpace(r.Stdout) != "0" {
 			t.Errorf("timed-out command's processes still run: %q", r.Stdout)
 		}
@@ -118,11 +127,11 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		sb := start(t)
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		_, err := sb.Exec(cctx, "sleep 302", sandbox.ExecOptions{})
+		_, err := sb.Exec(cctx, sleep(302), sandbox.ExecOptions{})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("want context.DeadlineExceeded, got %v", err)
 		}
-		r := exec(t, sb, "ps -eo args | grep -c '^sleep 302' || true", sandbox.ExecOptions{})
+		r := exec(t, sb, count("302"), sandbox.ExecOptions{})
 		if strings.TrimSpace(r.Stdout) != "0" {
 			t.Errorf("cancelled command still runs")
 		}
@@ -130,11 +139,11 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 	t.Run("BackgroundChildOutlivesCall", func(t *testing.T) {
 		sb := start(t)
 		start := time.Now()
-		r := exec(t, sb, "(sleep 303 &) ; nohup sleep 304 >/dev/null 2>&1 & echo started", sandbox.ExecOptions{Timeout: 20 * time.Second})
+		r := exec(t, sb, "("+sleep(303)+" &) ; nohup "+sleep(304)+" >/dev/null 2>&1 & echo started", sandbox.ExecOptions{Timeout: 20 * time.Second})
 		if r.Stdout != "started\n" || time.Since(start) > 15*time.Second {
 			t.Fatalf("call did not return promptly: %+v", r)
 		}
-		r = exec(t, sb, "ps -eo args | grep -c '^sleep 30[34]' || true", sandbox.ExecOptions{})
+		r = exec(t, sb, count("30[34]"), sandbox.ExecOptions{})
 		if strings.TrimSpace(r.Stdout) != "2" {
 			t.Errorf("background children gone after the call: %q", r.Stdout)
 		}
