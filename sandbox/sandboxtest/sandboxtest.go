@@ -143,7 +143,14 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		if r.Stdout != "started\n" || time.Since(start) > 15*time.Second {
 			t.Fatalf("call did not return promptly: %+v", r)
 		}
-		r = exec(t, sb, count("30[34]"), sandbox.ExecOptions{})
+		// The children were only forked when the call returned: give them
+		// a moment to become sleep.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			r = exec(t, sb, count("30[34]"), sandbox.ExecOptions{})
+			if strings.TrimSpace(r.Stdout) == "2" || time.Now().After(deadline) {
+				break
+			}
+		}
 		if strings.TrimSpace(r.Stdout) != "2" {
 			t.Errorf("background children gone after the call: %q", r.Stdout)
 		}
