@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -582,11 +583,36 @@ func (s *Sandbox) Close(ctx context.Context) error {
 func (s *Sandbox) remove(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := s.b.cli.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !client.IsErrNotFound(err) {
+	if err := s.b.removeContainer(ctx, s.id); err != nil {
 		return fmt.Errorf("remove container %.12s: %w", s.id, engineError(err))
 	}
 	return nil
+}
+
+// removeContainer force-removes a container. One already gone is fine; one
+// whose removal another request started (a run's Close still in flight when
+// its process exited, then `sandbox prune`) is waited for, so the caller
+// learns whether it is gone rather than a conflict.
+func (b *Backend) removeContainer(ctx context.Context, id string) error {
+	err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || client.IsErrNotFound(err) {
+		return nil
+	}
+	if !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if _, ierr := b.cli.ContainerInspect(ctx, id); client.IsErrNotFound(ierr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still being removed: %w)", err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Prune removes the containers proctor made: all of them, or those of one
@@ -603,8 +629,7 @@ func (b *Backend) Prune(ctx context.Context, runID string) (int, error) {
 	n := 0
 	var errs []error
 	for _, c := range list {
-		err := b.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err := b.removeContainer(ctx, c.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove %.12s: %w", c.ID, err))
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -186,6 +187,31 @@ func TestPrune(t *testing.T) {
 	}
 	if n, _ := b.Prune(context.Background(), run); n != 0 {
 		t.Fatalf("second prune found %d", n)
+	}
+}
+
+// A prune that meets a removal already under way (a run's Close still in
+// flight when its process exited) waits for it instead of failing.
+func TestPruneDuringClose(t *testing.T) {
+	b := newBackend(t)
+	for i := range 5 {
+		run := fmt.Sprintf("prune-close-%s-%d", time.Now().Format("150405.000000"), i)
+		sb, err := b.Start(context.Background(), sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: run}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- sb.Close(context.Background()) }()
+		time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+		if _, err := b.Prune(context.Background(), run); err != nil {
+			t.Errorf("prune during close: %v", err)
+		}
+		if err := <-closed; err != nil {
+			t.Errorf("close during prune: %v", err)
+		}
+		if n, _ := b.Prune(context.Background(), run); n != 0 {
+			t.Errorf("%d containers left", n)
+		}
 	}
 }
 
