@@ -9,7 +9,8 @@
 // reach only its own rollout's sandbox. A trap, a panic, a deadline or a
 // size cap discards the instance and comes back as a *PluginError naming
 // the plugin and the hook; the host and every other instance go on.
-// Plugins get no WASI files, environment, arguments or network.
+// Plugins get no WASI environment, arguments or network, and no files but
+// the read-only ones they carry themselves (abi.FilesSection).
 package wasm
 
 import (
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -145,6 +147,7 @@ type Plugin struct {
 	name     string
 	sha      string
 	compiled wazero.CompiledModule
+	files    fs.FS // the plugin's own read-only files; nil when it has none
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
@@ -168,7 +171,18 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	if !bytes.HasPrefix(wasm, []byte("\x00asm")) {
 		return nil, perr(ErrNotWasm, fmt.Errorf("not a WebAssembly file (build plugins with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)"))
 	}
-	compiled, err := r.rt.CompileModule(ctx, wasm)
+	code, files, err := splitFiles(wasm)
+	if err != nil {
+		return nil, perr(ErrNotWasm, err)
+	}
+	if files != nil {
+		fsys, err := newFilesFS(files)
+		if err != nil {
+			return nil, perr(ErrNotWasm, err)
+		}
+		p.files = fsys
+	}
+	compiled, err := r.rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, perr(ErrNotWasm, fmt.Errorf("compile: %w", err))
 	}
@@ -344,6 +358,9 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 		WithSysNanosleep().
 		WithStdout(out).
 		WithStderr(errw)
+	if p.files != nil {
+		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(p.files, "/"))
+	}
 	mod, err := p.r.rt.InstantiateModule(ctx, p.compiled, mc)
 	if err != nil {
 		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}

@@ -28,6 +28,16 @@
 // refused before it is instantiated, with a message to rebuild it against
 // the current SDK.
 //
+// # Files
+//
+// A plugin may carry read-only files in a custom section named
+// FilesSection: a zip archive whose entries are all stored (not
+// compressed). The host compiles the module without that section, so
+// plugins that differ only in their files (Python plugins: one runtime,
+// each with its own code) share one compilation, and mounts the archive's
+// tree read-only at "/" of every instance. A plugin without the section
+// gets no files at all.
+//
 // # Hooks
 //
 // Each hook is a method name; its input and output are JSON (types below).
@@ -48,6 +58,9 @@ const (
 	MarkerExport = "proctor_abi_v1"
 	HandleExport = "proctor_handle"
 	ImportModule = "proctor_v1"
+
+	// FilesSection is the custom section of a plugin's read-only files.
+	FilesSection = "proctor.files"
 
 	ImportReadInput    = "read_input"
 	ImportSetOutput    = "set_output"
