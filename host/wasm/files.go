@@ -15,18 +15,20 @@ import (
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// splitFiles takes the abi.FilesSection custom section out of a module:
-// code is the module without it (what is compiled, so plugins that share
-// a runtime share its compilation), files the section's payload (nil when
-// there is none). Bytes that are not a well-formed module come back as
-// code untouched, for the compiler to refuse.
-func splitFiles(wasm []byte) (code, files []byte, err error) {
+// splitSections takes the custom sections a plugin carries for the host
+// (abi.FilesSection, abi.MemorySection) out of a module: code is the
+// module without them (what is compiled, so plugins that share a runtime
+// share its compilation), sections their payloads by name. Bytes that are
+// not a well-formed module come back as code untouched, for the compiler
+// to refuse.
+func splitSections(wasm []byte) (code []byte, sections map[string][]byte, err error) {
 	const header = 8 // "\0asm" and the version
 	if len(wasm) < header {
 		return wasm, nil, nil
 	}
-	found := -1
-	var start, end int
+	type span struct{ start, end int }
+	var cut []span
+	found := map[string][]byte{}
 	for off := header; off < len(wasm); {
 		id := wasm[off]
 		size, n := uleb32(wasm[off+1:])
@@ -37,21 +39,29 @@ func splitFiles(wasm []byte) (code, files []byte, err error) {
 		next := body + int(size)
 		if id == 0 {
 			nameLen, m := uleb32(wasm[body:next])
-			if m > 0 && uint64(body+m)+uint64(nameLen) <= uint64(next) && string(wasm[body+m:body+m+int(nameLen)]) == abi.FilesSection {
-				if found >= 0 {
-					return nil, nil, fmt.Errorf("two %s sections: rebuild the plugin with proctor plugin build", abi.FilesSection)
+			if m > 0 && uint64(body+m)+uint64(nameLen) <= uint64(next) {
+				name := string(wasm[body+m : body+m+int(nameLen)])
+				if name == abi.FilesSection || name == abi.MemorySection {
+					if _, dup := found[name]; dup {
+						return nil, nil, fmt.Errorf("two %s sections: rebuild the plugin", name)
+					}
+					found[name] = wasm[body+m+int(nameLen) : next]
+					cut = append(cut, span{off, next})
 				}
-				found, start, end = body+m+int(nameLen), off, next
 			}
 		}
 		off = next
 	}
-	if found < 0 {
+	if len(cut) == 0 {
 		return wasm, nil, nil
 	}
-	code = make([]byte, 0, len(wasm)-(end-start))
-	code = append(append(code, wasm[:start]...), wasm[end:]...)
-	return code, wasm[found:end], nil
+	code = make([]byte, 0, len(wasm))
+	prev := 0
+	for _, c := range cut {
+		code = append(code, wasm[prev:c.start]...)
+		prev = c.end
+	}
+	return append(code, wasm[prev:]...), found, nil
 }
 
 // uleb32 decodes an unsigned LEB128 number of at most 32 bits; n is 0 when

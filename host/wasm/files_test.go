@@ -56,26 +56,27 @@ func withSection(mod []byte, name string, payload []byte) []byte {
 	return append(append(out, body...), payload...)
 }
 
-func TestSplitFiles(t *testing.T) {
+func TestSplitSections(t *testing.T) {
 	mod, err := os.ReadFile(wasmtest.Build(t, "./host/wasm/testdata/files"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload := storedZip(t, map[string]string{"a.txt": "A"}, zip.Store)
-	code, files, err := splitFiles(withSection(withSection(mod, "other", []byte("keep")), abi.FilesSection, payload))
-	if err != nil || !bytes.Equal(files, payload) || !bytes.Equal(code, withSection(mod, "other", []byte("keep"))) {
-		t.Fatalf("split: err %v, files %d bytes, code %d bytes (module %d)", err, len(files), len(code), len(mod))
+	both := withSection(withSection(withSection(mod, abi.FilesSection, payload), "other", []byte("keep")), abi.MemorySection, []byte("image"))
+	code, sections, err := splitSections(both)
+	if err != nil || !bytes.Equal(sections[abi.FilesSection], payload) || string(sections[abi.MemorySection]) != "image" || !bytes.Equal(code, withSection(mod, "other", []byte("keep"))) {
+		t.Fatalf("split: err %v, sections %d, code %d bytes (module %d)", err, len(sections), len(code), len(mod))
 	}
-	if code, files, err := splitFiles(mod); err != nil || files != nil || !bytes.Equal(code, mod) {
+	if code, sections, err := splitSections(mod); err != nil || sections != nil || !bytes.Equal(code, mod) {
 		t.Errorf("a module without files changed: %v", err)
 	}
-	if _, _, err := splitFiles(withSection(withSection(mod, abi.FilesSection, payload), abi.FilesSection, payload)); err == nil {
+	if _, _, err := splitSections(withSection(withSection(mod, abi.FilesSection, payload), abi.FilesSection, payload)); err == nil {
 		t.Error("two files sections were accepted")
 	}
 	// Not a well-formed module: handed on untouched for the compiler to refuse.
 	bad := append(withSection(mod, abi.FilesSection, payload), 0, 0xff)
-	if code, files, err := splitFiles(bad); err != nil || files != nil || !bytes.Equal(code, bad) {
-		t.Errorf("a truncated module: files %v, err %v", files != nil, err)
+	if code, sections, err := splitSections(bad); err != nil || sections != nil || !bytes.Equal(code, bad) {
+		t.Errorf("a truncated module: sections %v, err %v", sections != nil, err)
 	}
 }
 
@@ -182,19 +183,23 @@ func TestPluginFiles(t *testing.T) {
 	}
 }
 
-func FuzzSplitFiles(f *testing.F) {
+func FuzzSplitSections(f *testing.F) {
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	f.Add(withSection([]byte("\x00asm\x01\x00\x00\x00"), abi.FilesSection, []byte("PK")))
 	f.Add(withSection([]byte("\x00asm\x01\x00\x00\x00\x01\x02\x00\x00"), "name", []byte{1, 2, 3}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		code, files, err := splitFiles(b)
+		code, sections, err := splitSections(b)
 		if err != nil {
 			return
 		}
-		if files == nil && !bytes.Equal(code, b) {
-			t.Fatal("no files, but the module changed")
+		if sections == nil && !bytes.Equal(code, b) {
+			t.Fatal("no sections, but the module changed")
 		}
-		if files != nil && len(code)+len(files) > len(b) {
+		n := len(code)
+		for _, s := range sections {
+			n += len(s)
+		}
+		if n > len(b) {
 			t.Fatal("more bytes out than in")
 		}
 	})

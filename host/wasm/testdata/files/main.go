@@ -1,7 +1,8 @@
 // Command files is a test plugin, written without the SDK against the raw
 // ABI, that reads the files a plugin carries (abi.FilesSection): the hook
 // "read" answers the contents of the file its input names, "list" the
-// names in a folder, "write" what writing a file does.
+// names in a folder, "write" what writing a file does; "count" counts its
+// calls, in memory (for the memory image's tests).
 package main
 
 import (
@@ -28,6 +29,8 @@ func out(v any) uint32 {
 	setOutput(ptr(b), uint32(len(b)))
 	return 0
 }
+
+var calls int
 
 //go:wasmexport proctor_abi_v1
 func marker() {}
@@ -58,6 +61,9 @@ func handle(ml, il uint32) uint32 {
 			names = append(names, e.Name())
 		}
 		return out(names)
+	case "count":
+		calls++
+		return out(calls)
 	case "write":
 		if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
 			return out("error: " + err.Error())
