@@ -30,8 +30,9 @@ type memRun struct {
 
 const pageSize = 65536
 
-// imageBlock is the granularity of the diff: runs of differing blocks.
-const imageBlock = 256
+// imageGap is the longest stretch of unchanged bytes a run spans rather
+// than start another (each run costs 8 bytes of header).
+const imageGap = 32
 
 // parseImage reads a memory image section: gzip of the little-endian u32
 // page count, u32 run count, then each run's u32 offset, u32 length and
@@ -98,25 +99,40 @@ func (img *memImage) apply(mem api.Memory) error {
 	return nil
 }
 
-// encodeImage is the image section that turns memory base into cur.
-func encodeImage(base, cur []byte) []byte {
-	var runs []memRun
-	for off := 0; off < len(cur); off += imageBlock {
-		end := min(off+imageBlock, len(cur))
-		var old []byte
-		if off < len(base) {
-			old = base[off:min(end, len(base))]
+// encodeImage is the image section that turns a fresh instance's memory
+// into cur. base and other are the memories of two fresh instances: a byte
+// they differ in was set by the instance's own start (a clock reading, a
+// random seed) and is left as each new instance sets it.
+func encodeImage(base, other, cur []byte) []byte {
+	fresh := func(i int) byte {
+		if i < len(base) {
+			return base[i]
 		}
-		block := cur[off:end]
-		if bytes.Equal(block, old) || (len(old) == 0 && allZero(block)) {
-			continue
-		}
-		if n := len(runs); n > 0 && int(runs[n-1].off)+len(runs[n-1].data) == off {
-			runs[n-1].data = cur[runs[n-1].off:end]
-			continue
-		}
-		runs = append(runs, memRun{off: uint32(off), data: block})
+		return 0
 	}
+	volatile := func(i int) bool { return i < len(base) && (i >= len(other) || base[i] != other[i]) }
+	var runs []memRun
+	start, last := -1, -1 // the open run, and its last byte that must be written
+	flush := func() {
+		if start >= 0 {
+			runs = append(runs, memRun{off: uint32(start), data: cur[start : last+1]})
+		}
+		start, last = -1, -1
+	}
+	for i := range cur {
+		switch {
+		case volatile(i):
+			flush()
+		case cur[i] != fresh(i):
+			if start < 0 {
+				start = i
+			}
+			last = i
+		case start >= 0 && i-last > imageGap:
+			flush()
+		}
+	}
+	flush()
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	var head [8]byte
@@ -133,29 +149,25 @@ func encodeImage(base, cur []byte) []byte {
 	return buf.Bytes()
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // Snapshot runs the hook prime on a fresh instance (with no host
 // operations, seed 0) and returns the memory image of the state it leaves:
 // the payload of an abi.MemorySection, so that a plugin which carries it
 // starts every instance in that state. A plugin's build uses it to do its
 // initialization once (the Python runtime starts the interpreter and
 // imports the plugin), not once per rollout. The plugin must leave nothing
-// but its memory changed: no open files, the stack unwound.
+// but its memory changed: no open files, the stack unwound. Bytes that two
+// fresh instances set differently are left out, so the same plugin gives
+// the same image.
 func (p *Plugin) Snapshot(ctx context.Context, prime string) ([]byte, error) {
-	fresh, err := p.instantiate(ctx, InstanceConfig{}, nil, true)
-	if err != nil {
-		return nil, err
+	var fresh [2][]byte
+	for i := range fresh {
+		inst, err := p.instantiate(ctx, InstanceConfig{}, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		fresh[i] = bytes.Clone(memBytes(inst.mod.Memory()))
+		inst.Close(ctx)
 	}
-	defer fresh.Close(ctx)
-	base := bytes.Clone(memBytes(fresh.mod.Memory()))
 	inst, err := p.instantiate(ctx, InstanceConfig{}, nil, true)
 	if err != nil {
 		return nil, err
@@ -164,7 +176,7 @@ func (p *Plugin) Snapshot(ctx context.Context, prime string) ([]byte, error) {
 	if _, err := inst.CallRaw(ctx, prime, []byte("{}")); err != nil {
 		return nil, err
 	}
-	return encodeImage(base, memBytes(inst.mod.Memory())), nil
+	return encodeImage(fresh[0], fresh[1], memBytes(inst.mod.Memory())), nil
 }
 
 func memBytes(m api.Memory) []byte {

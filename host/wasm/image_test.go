@@ -79,21 +79,29 @@ func rawImage(pages uint32, runs []memRun) []byte {
 
 func TestParseImage(t *testing.T) {
 	base := make([]byte, 2*pageSize)
+	base[70000] = 9 // zeroed since
+	base[500] = 5   // set by each instance's start
+	other := bytes.Clone(base)
+	other[500] = 6
 	cur := make([]byte, 3*pageSize)
 	copy(cur, base)
-	cur[10], cur[pageSize+300], cur[2*pageSize+5] = 1, 2, 3
-	base[70000] = 9 // zeroed since
-	img, err := parseImage(encodeImage(base, cur), 16)
+	cur[10], cur[pageSize+300], cur[2*pageSize+5], cur[70000] = 1, 2, 3, 0
+	cur[480], cur[500], cur[520] = 7, 8, 9
+	img, err := parseImage(encodeImage(base, other, cur), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, 3*pageSize)
-	copy(got, base)
+	// A new instance sets byte 500 its own way; the image keeps it.
+	fresh := bytes.Clone(base)
+	fresh[500] = 42
+	got := append(fresh, make([]byte, pageSize)...)
 	for _, r := range img.runs {
 		copy(got[r.off:], r.data)
 	}
-	if img.pages != 3 || !bytes.Equal(got, cur) {
-		t.Errorf("decoded image: %d pages, equal %v", img.pages, bytes.Equal(got, cur))
+	want := bytes.Clone(cur)
+	want[500] = 42
+	if img.pages != 3 || !bytes.Equal(got, want) {
+		t.Errorf("decoded image: %d pages, equal %v", img.pages, bytes.Equal(got, want))
 	}
 	for name, section := range map[string][]byte{
 		"not gzip":    []byte("image"),
@@ -109,7 +117,7 @@ func TestParseImage(t *testing.T) {
 
 func FuzzParseImage(f *testing.F) {
 	f.Add(rawImage(1, []memRun{{off: 3, data: []byte("abc")}}))
-	f.Add(encodeImage(make([]byte, pageSize), append(make([]byte, pageSize-1), 7)))
+	f.Add(encodeImage(make([]byte, pageSize), make([]byte, pageSize), append(make([]byte, pageSize-1), 7)))
 	f.Add([]byte{0x1f, 0x8b})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		img, err := parseImage(b, 4)
