@@ -307,6 +307,16 @@ func TestStdlib(t *testing.T) {
 	if f := score("files", 1); f.Reward != 0 || f.Scores["listed"] != 1 {
 		t.Errorf("files: %+v", f)
 	}
+	// clock() counts from the instance's own start, not the build's.
+	if c := score("clock", 1); c.Reward < 0 || c.Reward > 60 {
+		t.Errorf("time.process_time() is %g in a new instance", c.Reward)
+	}
+	if a := score("asyncio", 1); a.Reward != -1 {
+		t.Errorf("asyncio started an event loop, which docs/plugins.md says it cannot: %+v", a)
+	}
+	if th := score("thread", 1); th.Reward != 0 {
+		t.Errorf("a thread started: %+v", th)
+	}
 }
 
 // TestNativeHarness runs the Python SDK's and the Python plugins' own
@@ -353,6 +363,20 @@ func TestRuntimeWithoutSDK(t *testing.T) {
 	mod = append(mod, section...)
 	_, err := newRuntime(t, wasm.Config{}).Load(context.Background(), "nosdk", mod)
 	if !errors.Is(err, wasm.ErrHookFailed) || !strings.Contains(err.Error(), `start python: import proctor._runtime (the SDK): ModuleNotFoundError("No module named 'proctor'")`) {
+		t.Errorf("%v", err)
+	}
+}
+
+// TestHostCallAtImport: the plugin is imported at build time, with no
+// rollout; a host call there fails the build with a message that says so.
+func TestHostCallAtImport(t *testing.T) {
+	rt := requireRuntime(t)
+	b, err := python.Build(rt, filepath.Join(repoRoot(t), "sdk/python/testdata/importcalls"), python.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newRuntime(t, wasm.Config{}).Load(context.Background(), "importcalls", b)
+	if err == nil || !strings.Contains(err.Error(), "host.info at import: the plugin is imported once, when it is built, with no rollout; make host calls in hooks") || !strings.Contains(err.Error(), "BACKEND = proctor.info().backend") {
 		t.Errorf("%v", err)
 	}
 }

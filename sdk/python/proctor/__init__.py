@@ -580,6 +580,12 @@ def describe_exception(prefix: str, e: BaseException) -> str:
 
     frames = [f for f in traceback.extract_tb(e.__traceback__) if not _sdk_file(f.filename)]
     lines = [f"{prefix} {type(e).__name__}: {e}".rstrip(": ")]
+    if isinstance(e, SyntaxError) and e.filename:
+        # Where the source does not parse: its own line, not a frame.
+        lines.append(f'  File "{_short(e.filename)}", line {e.lineno}')
+        if e.text:
+            lines.append(f"    {e.text.strip()}")
+        return "\n".join(lines)
     if frames:
         shown = frames[-TRACEBACK_FRAMES:]
         more = len(frames) - len(shown)

@@ -19,7 +19,15 @@ import _proctor  # built into the runtime: the proctor_v1 host functions
 
 import proctor
 
-proctor._set_transport(_proctor.call, _proctor.log)
+
+def _at_import(op: str, req: bytes) -> tuple:
+    """The host transport until the first hook: the plugin is imported once,
+    when it is built, for every rollout, so an import has no rollout to act on."""
+    msg = f"{op} at import: the plugin is imported once, when it is built, with no rollout; make host calls in hooks"
+    return proctor.STATUS_ERROR, json.dumps({"error": msg}).encode()
+
+
+proctor._set_transport(_at_import, _proctor.log)
 
 _CONFIG = "/proctor.json"
 _loaded = None  # None before the first hook, then b"" or the import's error
@@ -60,6 +68,7 @@ def handle(method: str, data: bytes) -> tuple:
         return proctor.STATUS_OK, b"{}"
     if _fresh:
         _fresh = False
+        proctor._set_transport(_proctor.call, _proctor.log)
         rnd = sys.modules.get("random")
         if rnd is not None:
             rnd.seed()

@@ -140,7 +140,7 @@ if [ ! -x "$tc/usr/lib/llvm-19/bin/clang" ]; then
   for deb in "$debs"/*.deb; do
     dpkg-deb -x "$deb" "$tc.tmp"
   done
-  # wasm-ld and friends as clang looks them up.
+  # A sysroot of wasi-libc alone.
   mkdir -p "$tc.tmp/sysroot/include" "$tc.tmp/sysroot/lib"
   ln -s ../../usr/include/wasm32-wasi "$tc.tmp/sysroot/include/wasm32-wasi"
   ln -s ../../usr/lib/wasm32-wasi "$tc.tmp/sysroot/lib/wasm32-wasi"
@@ -153,8 +153,10 @@ export PATH=$tc/usr/bin:$llvm:$PATH
 wasi_cc="$llvm/clang --target=wasm32-wasi --sysroot=$tc/sysroot"
 "$llvm/clang" --version | head -n1 >&2
 
+# Under the lock, any work folder is a build that was stopped.
+rm -rf "$cache"/work-*
 work=$cache/work-$(basename "$out")
-rm -rf "$work" && mkdir -p "$work"
+mkdir -p "$work"
 # Paths in the build do not reach the output: sources are mapped to
 # /cpython, and the date is fixed.
 export SOURCE_DATE_EPOCH=1751328000
@@ -199,8 +201,10 @@ mkdir -p "$src/builddir/wasi" "$work/pkgconfig"
   export CONFIG_SITE=../../Tools/wasm/config.site-wasm32-wasi
   # wazero refuses absolute-time waits: time.sleep must use nanosleep.
   export ac_cv_func_clock_nanosleep=no ac_cv_lib_rt_clock_nanosleep=no
+  # mimalloc, unused by this build (it allocates with libc's malloc), would
+  # still seed its heap from the clock at start: leave it out.
   ../../configure --host=wasm32-wasi --build=x86_64-pc-linux-gnu --with-build-python="$native/bin/python3.13" \
-    --disable-test-modules >"$work/wasi-configure.log" 2>&1 ||
+    --disable-test-modules --without-mimalloc >"$work/wasi-configure.log" 2>&1 ||
     { tail -n 30 "$work/wasi-configure.log" >&2; exit 1; }
   log "building CPython $PY_VERSION for wasm32-wasi"
   make -j"$JOBS" >"$work/wasi-make.log" 2>&1 || { tail -n 30 "$work/wasi-make.log" >&2; exit 1; }

@@ -149,6 +149,13 @@ class TestDispatch(unittest.TestCase):
         self.assertEqual(out["error"].count("in deep"), proctor.TRACEBACK_FRAMES)
         self.assertTrue(out["error"].endswith('raise RuntimeError("bottom")'))
 
+    def test_syntax_errors_name_the_line(self):
+        try:
+            compile("x = 1\ndef f(:\n", "/app/broken.py", "exec")
+        except SyntaxError as e:
+            text = proctor.describe_exception("import broken: uncaught", e)
+        self.assertEqual(text.splitlines()[1:], ['  File "broken.py", line 2', "    def f(:"])
+
     def test_exits_and_memory_errors_are_reported(self):
         import sys
 

@@ -50,6 +50,28 @@ class Probe:
             t0 = time.monotonic()
             time.sleep(0.05)
             return proctor.RewardResponse(reward=time.monotonic() - t0)
+        if what == "clock":
+            return proctor.RewardResponse(reward=time.process_time())
+        if what == "thread":
+            import threading
+
+            try:
+                threading.Thread(target=print).start()
+                started = 1
+            except RuntimeError:
+                started = 0
+            return proctor.RewardResponse(reward=started)
+        if what == "asyncio":
+            import asyncio
+
+            async def twice(x):
+                await asyncio.sleep(0)
+                return 2 * x
+
+            try:
+                return proctor.RewardResponse(reward=asyncio.run(twice(21)))
+            except OSError:  # an event loop needs a socket pair, which WASI lacks
+                return proctor.RewardResponse(reward=-1)
         if what == "files":
             try:
                 open("/app/new.txt", "w")
