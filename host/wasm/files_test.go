@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -35,24 +36,11 @@ func storedZip(t testing.TB, files map[string]string, method uint16) []byte {
 	return buf.Bytes()
 }
 
-// withSection appends a custom section to a module.
+// withSection appends a custom section to a module (sizes in unsigned
+// LEB128, as binary.AppendUvarint writes them).
 func withSection(mod []byte, name string, payload []byte) []byte {
-	leb := func(b []byte, v int) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v != 0 {
-				c |= 0x80
-			}
-			b = append(b, c)
-			if v == 0 {
-				return b
-			}
-		}
-	}
-	body := append(leb(nil, len(name)), name...)
-	out := append([]byte(nil), mod...)
-	out = leb(append(out, 0), len(body)+len(payload))
+	body := append(binary.AppendUvarint(nil, uint64(len(name))), name...)
+	out := binary.AppendUvarint(append(bytes.Clone(mod), 0), uint64(len(body)+len(payload)))
 	return append(append(out, body...), payload...)
 }
 

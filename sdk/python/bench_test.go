@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/proctor-dev/proctor/host/wasm"
 	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
+	"github.com/proctor-dev/proctor/sdk/python"
 )
 
 // The figures of a Python plugin against the Go version of the same plugin
@@ -34,7 +36,6 @@ func BenchmarkCompileCold(b *testing.B) {
 	ctx := context.Background()
 	for lang, bin := range plugins(b) {
 		b.Run(lang, func(b *testing.B) {
-			b.ReportMetric(float64(len(bin))/1e6, "MB")
 			for b.Loop() {
 				r, _ := wasm.NewRuntime(ctx, wasm.Config{CacheDir: b.TempDir()})
 				if _, err := r.Load(ctx, lang, bin); err != nil {
@@ -42,6 +43,7 @@ func BenchmarkCompileCold(b *testing.B) {
 				}
 				r.Close(ctx)
 			}
+			b.ReportMetric(float64(len(bin))/1e6, "MB")
 		})
 	}
 }
@@ -105,25 +107,37 @@ func transcripts(n int) [][]byte {
 	return out
 }
 
-// BenchmarkInstance: a fresh instance per rollout and its first hook call
-// (for Python, the interpreter's start and the plugin's import happen
-// there).
-func BenchmarkInstance(b *testing.B) {
+// scoreOnce scores one rollout on a fresh instance, as a run does.
+func scoreOnce(b *testing.B, p *wasm.Plugin, req []byte) {
 	ctx := context.Background()
+	inst, err := p.Instantiate(ctx, wasm.InstanceConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	if _, err := inst.CallRaw(ctx, abi.HookReward, req); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkInstance: a fresh instance per rollout and its first hook call.
+// python-noimage is the plugin without its memory image: the interpreter
+// starts and imports the plugin in every instance.
+func BenchmarkInstance(b *testing.B) {
 	req := transcripts(1)[0]
-	for lang, bin := range plugins(b) {
+	all := plugins(b)
+	rt := requireRuntime(b)
+	noImage, err := python.Build(rt, filepath.Join(repoRoot(b), "plugins/python/toolstats/toolstats.py"), python.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	all["python-noimage"] = noImage
+	for lang, bin := range all {
 		b.Run(lang, func(b *testing.B) {
 			p, done := loaded(b, lang, bin)
 			defer done()
 			for b.Loop() {
-				inst, err := p.Instantiate(ctx, wasm.InstanceConfig{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := inst.CallRaw(ctx, abi.HookReward, req); err != nil {
-					b.Fatal(err)
-				}
-				inst.Close(ctx)
+				scoreOnce(b, p, req)
 			}
 		})
 	}
@@ -155,7 +169,6 @@ func BenchmarkHookRoundTrip(b *testing.B) {
 // BenchmarkScore1000: a reward plugin scoring 1,000 recorded rollouts as a
 // run does, a fresh instance each; the metric is the whole batch's time.
 func BenchmarkScore1000(b *testing.B) {
-	ctx := context.Background()
 	reqs := transcripts(1000)
 	for lang, bin := range plugins(b) {
 		b.Run(lang, func(b *testing.B) {
@@ -163,14 +176,7 @@ func BenchmarkScore1000(b *testing.B) {
 			defer done()
 			for b.Loop() {
 				for _, req := range reqs {
-					inst, err := p.Instantiate(ctx, wasm.InstanceConfig{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := inst.CallRaw(ctx, abi.HookReward, req); err != nil {
-						b.Fatal(err)
-					}
-					inst.Close(ctx)
+					scoreOnce(b, p, req)
 				}
 			}
 		})

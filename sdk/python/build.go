@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -361,26 +362,13 @@ func filesSection(rt *Runtime, files map[string][]byte, module string) ([]byte, 
 	return buf.Bytes(), nil
 }
 
-// appendCustomSection appends a custom section (id 0) to a module.
+// appendCustomSection appends a custom section (id 0) to a module. Sizes
+// are unsigned LEB128, which is what binary.AppendUvarint writes.
 func appendCustomSection(mod []byte, name string, payload []byte) []byte {
-	body := appendULEB(nil, uint32(len(name)))
+	body := binary.AppendUvarint(nil, uint64(len(name)))
 	body = append(body, name...)
 	mod = append(mod, 0)
-	mod = appendULEB(mod, uint32(len(body)+len(payload)))
+	mod = binary.AppendUvarint(mod, uint64(len(body)+len(payload)))
 	mod = append(mod, body...)
 	return append(mod, payload...)
-}
-
-func appendULEB(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if v == 0 {
-			return b
-		}
-	}
 }

@@ -380,3 +380,22 @@ func TestHostCallAtImport(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestPluginsShareOneCompilation: Python plugins carry the same runtime
+// bytes, so the on-disk cache holds one compiled module for all of them.
+func TestPluginsShareOneCompilation(t *testing.T) {
+	cache := t.TempDir()
+	for _, src := range []string{"plugins/python/toolstats/toolstats.py", "plugins/python/judge/judge.py", "plugins/python/example"} {
+		loadPython(t, newRuntime(t, wasm.Config{CacheDir: cache}), src)
+	}
+	var compiled []string
+	filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			compiled = append(compiled, p)
+		}
+		return nil
+	})
+	if len(compiled) != 1 {
+		t.Errorf("three Python plugins left %d compiled modules in the cache: %v", len(compiled), compiled)
+	}
+}

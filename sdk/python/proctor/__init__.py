@@ -518,8 +518,6 @@ def _handle(method, data):
         return STATUS_OK, _dumps(out)
     hook = _HOOKS.get(method)
     fn = getattr(env, hook[0], None) if hook else None
-    if method == HOOK_REWARD and not isinstance(env, _RewardOnly) and not callable(fn):
-        fn = None
     if not callable(fn):
         if method in (HOOK_SETUP, HOOK_TEARDOWN):
             return STATUS_OK, b"{}"
@@ -548,12 +546,15 @@ def _handle(method, data):
     return STATUS_OK, _dumps(res.to_json())
 
 
+_encoder = _json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(obj) -> bytes:
     try:
-        return _json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        return _encoder.encode(obj).encode()
     except ValueError as e:
         # NaN and infinities have no JSON form.
-        raise ValueError(f"the hook's result cannot be JSON: {e}") from None
+        raise ValueError(f"cannot be JSON: {e}") from None
 
 
 def _error_json(message: str, error_class: str = "") -> bytes:
@@ -632,7 +633,7 @@ def _call(op: str, req, resp_type=None):
         raise HostError(op, STATUS_ERROR, "no host: natively, run hooks under proctor.testing.Host")
     if isinstance(req, Message):
         req = req.to_json()
-    status, out = _transport(op, _json.dumps(req, ensure_ascii=False).encode())
+    status, out = _transport(op, _dumps(req))
     if status != STATUS_OK:
         try:
             msg = _json.loads(out).get("error") or ""
