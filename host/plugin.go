@@ -281,14 +281,18 @@ func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op 
 			if err != nil {
 				return nil, err
 			}
-			b, err := sb.ReadFile(ctx, q.Path)
+			max := q.MaxBytes
+			if max <= 0 || max > abi.MaxReadFile {
+				max = abi.MaxReadFile
+			}
+			b, size, err := sb.ReadFile(ctx, q.Path, max)
 			if errors.Is(err, sandbox.ErrNotFound) {
 				return json.Marshal(abi.ReadFileResponse{Missing: true})
 			}
 			if err != nil {
 				return nil, err
 			}
-			return json.Marshal(abi.ReadFileResponse{Data: b})
+			return json.Marshal(abi.ReadFileResponse{Data: b, Size: size, Truncated: size > int64(len(b))})
 		},
 		abi.OpWriteFile: func(ctx context.Context, req []byte) ([]byte, error) {
 			var q abi.WriteFileRequest

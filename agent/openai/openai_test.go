@@ -114,7 +114,7 @@ func TestLoopAgainstScriptedServer(t *testing.T) {
 	if tr.StopReason != agent.StopDone || len(tr.Turns) != 5 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
-	b, _ := sb.ReadFile(context.Background(), "app/main.py")
+	b, _, _ := sb.ReadFile(context.Background(), "app/main.py", 0)
 	if string(b) != "print('hello')\n" {
 		t.Fatalf("file: %q", b)
 	}

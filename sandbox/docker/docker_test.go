@@ -227,7 +227,7 @@ func TestWriteFileAsUnprivilegedUser(t *testing.T) {
 	if err := sb.WriteFile(ctx, "/opt/made/by/root/f.txt", []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sb.ReadFile(ctx, "/opt/made/by/root/f.txt")
+	got, _, err := sb.ReadFile(ctx, "/opt/made/by/root/f.txt", 0)
 	if err != nil || string(got) != "hi" {
 		t.Fatalf("read back %q, %v", got, err)
 	}
@@ -268,5 +268,40 @@ func TestFilesOwnedByNumericUser(t *testing.T) {
 	r, err = sb.Exec(ctx, "ps -eo args | grep -c '^sleep 331' || true", sandbox.ExecOptions{})
 	if err != nil || strings.TrimSpace(r.Stdout) != "0" {
 		t.Fatalf("cancelled command still runs: %q %v", r.Stdout, err)
+	}
+}
+
+func TestConformanceAgentView(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		return start(t, b, sandbox.Spec{Workdir: "/work"}).Agent()
+	})
+}
+
+func TestIsolation(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.RunIsolated(t, func(t *testing.T, pids int64) sandbox.Isolated {
+		return start(t, b, sandbox.Spec{Workdir: "/app", PidsMax: pids, Private: sandboxtest.Private})
+	})
+}
+
+// A shell that may not mount still gets fresh private folders from Seal: a
+// separate exec as root empties them in the plugin's namespace.
+func TestSealAsUnprivilegedUser(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("a file from before Seal: %v", err)
+	}
+	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "nobody\nnobody\n" {
+		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
 	}
 }

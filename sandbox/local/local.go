@@ -147,16 +147,31 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	return os.WriteFile(full, data, mode)
 }
 
-// ReadFile reads a whole file.
-func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
+// ReadFile reads the first limit bytes of a file and its size.
+func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
 	if err := s.live(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	b, err := os.ReadFile(s.path(p))
+	if limit <= 0 {
+		limit = sandbox.DefaultReadLimit
+	}
+	f, err := os.Open(s.path(p))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
+		return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
 	}
-	return b, err
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.IsDir() {
+		return nil, 0, fmt.Errorf("read %s: is a directory", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit))
+	return b, st.Size(), err
 }
 
 // Upload extracts a tar stream into dir after checking it.

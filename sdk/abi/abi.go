@@ -286,16 +286,24 @@ type ExecResponse struct {
 	DurationMs int64  `json:"duration_ms"`
 }
 
-// ReadFileRequest reads a file from the sandbox.
+// MaxReadFile is the most a sandbox.read_file answer holds.
+const MaxReadFile = 16 << 20
+
+// ReadFileRequest reads a file from the sandbox: its first MaxBytes bytes
+// (MaxReadFile when zero or above it).
 type ReadFileRequest struct {
-	Path string `json:"path"`
+	Path     string `json:"path"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
 }
 
 // ReadFileResponse holds the file. Missing is set (and Data empty) when the
-// file does not exist, which is not an error.
+// file does not exist, which is not an error. Size is the file's size;
+// Truncated says Data holds only its first bytes.
 type ReadFileResponse struct {
-	Data    []byte `json:"data"`
-	Missing bool   `json:"missing,omitempty"`
+	Data      []byte `json:"data"`
+	Missing   bool   `json:"missing,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 // WriteFileRequest writes a file, creating parent folders.
