@@ -80,6 +80,7 @@ type Spec struct {
 	CPUs     float64 // CPU limit (default 1)
 	MemoryMB int64   // memory limit in MiB (default 2048)
 	PidsMax  int64   // process limit (default 1024)
+	DiskMB   int64   // what the sandbox may write, in MiB (default 10240)
 	Network  Network // default NetworkNone
 
 	// Private lists absolute folders the plugin's own commands and file
@@ -136,6 +137,7 @@ const (
 	DefaultCPUs      = 1.0
 	DefaultMemoryMB  = 2048
 	DefaultPidsMax   = 1024
+	DefaultDiskMB    = 10240
 	DefaultMaxOutput = 1 << 20  // bytes kept per stream by Exec
 	DefaultReadLimit = 16 << 20 // bytes ReadFile returns when asked for no limit
 )
@@ -191,6 +193,10 @@ var (
 	ErrEngine = errors.New("sandbox engine unavailable")
 	// ErrUnsafeArchive: a tar archive tried to escape its target.
 	ErrUnsafeArchive = errors.New("unsafe archive")
+	// ErrLimit: what ran in the sandbox went over one of its limits (the
+	// disk); the agent's processes were stopped. It is the agent's
+	// outcome, not a failure of the sandbox.
+	ErrLimit = errors.New("sandbox over its limit")
 )
 
 // ImageError says which image failed and carries the build log's tail.

@@ -61,6 +61,7 @@ type Backend struct {
 
 	armorOnce sync.Once
 	armor     bool
+	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -204,6 +205,7 @@ type Sandbox struct {
 	tmpfsMiB int64
 	pluginNS int // the plugin warden's pid: it holds the plugin's mount namespace
 	agent    *agentView
+	disk     *diskWatch // nil when the engine enforces the disk limit
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -306,6 +308,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		// Only the warden uses CAP_SYS_ADMIN: it builds the namespaces and
 		// drops the capability for good before the agent's shell starts.
 		hc.CapAdd = append(slices.Clone(capabilities), "SYS_ADMIN")
+		profile, err := isolatedSeccomp()
+		if err != nil {
+			return nil, fmt.Errorf("seccomp profile: %w", err)
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+profile)
 		if b.apparmor(ctx) {
 			// Docker's AppArmor profile forbids every mount, the
 			// warden's too; capabilities, seccomp and the namespaces
@@ -313,7 +320,21 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
 		}
 	}
+	disk := spec.DiskMB
+	if disk <= 0 {
+		disk = sandbox.DefaultDiskMB
+	}
+	if b.quota.Load() != quotaNo {
+		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
+	}
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if quotaRefused(err) {
+		b.quota.Store(quotaNo)
+		hc.StorageOpt = nil
+		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	} else if err == nil && hc.StorageOpt != nil {
+		b.quota.Store(quotaYes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
@@ -336,6 +357,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if err := s.startShells(ctx, env); err != nil {
 		s.remove(ctx)
 		return nil, err
+	}
+	if hc.StorageOpt == nil {
+		s.watchDisk(disk)
 	}
 	if s.workdir == "" {
 		if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil {
@@ -608,6 +632,9 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err := s.live(); err != nil {
 		return "", err
 	}
+	if err := s.disk.exceeded(); err != nil {
+		return "", err
+	}
 	if s.agent == nil {
 		return "", nil
 	}
@@ -737,10 +764,16 @@ func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions)
 	if err := a.s.live(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	if err := a.s.disk.exceeded(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	sh := a.current()
 	r, err := sh.Exec(ctx, cmd, o)
 	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
 		return r, err
+	}
+	if lerr := a.s.disk.exceeded(); lerr != nil {
+		return r, lerr
 	}
 	if !a.s.running(ctx) {
 		return r, a.s.gone(ctx, err)
@@ -770,6 +803,9 @@ func (a *agentView) Close(ctx context.Context) error {
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		if s.disk != nil {
+			close(s.disk.stop)
+		}
 		if s.agent != nil {
 			s.agent.Close(ctx)
 		}

@@ -305,3 +305,37 @@ func TestSealAsUnprivilegedUser(t *testing.T) {
 		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
 	}
 }
+
+// What the agent writes is held to the sandbox's disk limit: by the
+// engine's quota where the storage driver has one, else by the watchdog,
+// which stops the agent. Either way it is the agent's outcome (ErrLimit),
+// never the host's disk filling up.
+func TestDiskLimit(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	mode, err := b.DiskLimit(ctx, sandboxtest.BaseImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk limit: %s", mode)
+	sb := start(t, b, sandbox.Spec{DiskMB: 64, Private: sandboxtest.Private})
+	agent := sb.Agent()
+	r, err := agent.Exec(ctx, "dd if=/dev/zero of=/fill bs=1M count=200 status=none; echo wrote", sandbox.ExecOptions{Timeout: time.Minute})
+	if mode == DiskQuota {
+		if err != nil || strings.Contains(r.Stdout, "wrote") && r.ExitCode == 0 && !strings.Contains(r.Stderr, "No space") {
+			t.Errorf("the quota let 200 MiB through: %+v, %v", r, err)
+		}
+		return
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for err == nil && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		_, err = agent.Exec(ctx, "true", sandbox.ExecOptions{})
+	}
+	if !errors.Is(err, sandbox.ErrLimit) {
+		t.Fatalf("the agent went on past its disk limit: %v", err)
+	}
+	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
+		t.Errorf("seal after the limit: %v", err)
+	}
+}

@@ -9,12 +9,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	cleanup, err := sandboxtest.EnsureWarden()
-	if err != nil {
+	if err := sandboxtest.EnsureWarden(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	os.Exit(m.Run())
 }

@@ -82,7 +82,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		run(t, sb, "nohup sleep 300 >/dev/null 2>&1 &")
 		r := run(t, agent, `
 unshare --mount true 2>/dev/null && echo UNSHARE-MOUNT
-unshare --user --map-root-user true 2>/dev/null && echo UNSHARE-USER
+unshare --user true 2>/dev/null && echo UNSHARE-USER
 mount -t tmpfs x /mnt 2>/dev/null && echo MOUNT
 nsenter -t 1 -m true 2>/dev/null && echo NSENTER
 cat /proc/*/root/logs/verifier/secret 2>/dev/null && echo PROCROOT

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -353,27 +354,35 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 }
 
 // EnsureWarden makes the in-sandbox warden available to a test binary: the
-// one embedded by `make warden`, or else one built from source now (named
-// by PROCTOR_WARDEN for the rest of the process). Call it from TestMain;
-// the returned function removes what it built.
-func EnsureWarden() (func(), error) {
+// one embedded by `make warden`, or else one built from source now into
+// the temp folder (named by PROCTOR_WARDEN for the rest of the process and
+// its children). Call it from TestMain.
+func EnsureWarden() error {
 	if os.Getenv("PROCTOR_WARDEN") != "" {
-		return func() {}, nil
+		return nil
 	}
 	if _, err := shell.Warden(runtime.GOARCH); err == nil {
-		return func() {}, nil
+		return nil
 	}
-	dir, err := os.MkdirTemp("", "proctor-warden-")
+	dir := filepath.Join(os.TempDir(), "proctor-test-warden")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "build-")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := dir + "/warden"
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/proctor-dev/proctor/sandbox/warden")
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "github.com/proctor-dev/proctor/sandbox/warden")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("build the warden: %v\n%s", err, b)
+		return fmt.Errorf("build the warden: %v\n%s", err, b)
 	}
-	os.Setenv("PROCTOR_WARDEN", out)
-	return func() { os.RemoveAll(dir) }, nil
+	// A rename keeps a warden that another test binary is copying intact.
+	out := filepath.Join(dir, "warden-"+runtime.GOARCH)
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return err
+	}
+	return os.Setenv("PROCTOR_WARDEN", out)
 }

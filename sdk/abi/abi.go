@@ -192,8 +192,15 @@ type SandboxSpec struct {
 	CPUs         float64           `json:"cpus,omitempty"`
 	MemoryMB     int64             `json:"memory_mb,omitempty"`
 	PidsMax      int64             `json:"pids_max,omitempty"`
+	DiskMB       int64             `json:"disk_mb,omitempty"` // what the sandbox may write
 	// Network "host" is honoured only when the run's config allows it.
 	Network string `json:"network,omitempty"`
+	// Private lists absolute folders only the plugin's own operations see:
+	// the verifier's tests and its output. Each starts empty, is emptied
+	// again when verification starts, and is out of reach of everything
+	// the agent runs (a process it left running cannot write a reward
+	// there). A backend that cannot keep them apart refuses the spec.
+	Private []string `json:"private,omitempty"`
 }
 
 // VerifyRequest asks for the verdict after the agent finished.
