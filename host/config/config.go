@@ -75,6 +75,9 @@ type Model struct {
 	// as the request's "seed", so sampling can be replayed where the
 	// endpoint honours it.
 	SendSeed bool `toml:"send_seed" json:"send_seed"`
+	// MaxResponseMB caps one answer's body (default 32); a larger answer
+	// is a model error.
+	MaxResponseMB int64 `toml:"max_response_mb" json:"max_response_mb,omitempty"`
 }
 
 // Process is the [process] section: rollout generation for training
@@ -559,6 +562,8 @@ func (c *Config) validate(data []byte) error {
 		return err
 	}
 	switch {
+	case c.Model.MaxResponseMB < 0:
+		return bad("model.max_response_mb", "must not be negative", "")
 	case c.Sandbox.CPUs < 0:
 		return bad("sandbox.cpus", "must not be negative", "")
 	case c.Sandbox.MemoryMB < 0:
