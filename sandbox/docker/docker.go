@@ -367,16 +367,19 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 	}
 	if b.isolate && s.user != "" {
-		// Files the engine copies in belong to the shells' user, which
-		// the container (running as root) no longer names.
+		// The user in numbers, resolved before the agent can change the
+		// image's passwd: later shells (a restart, the remount) and the
+		// files the engine copies in use it.
 		r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", s.user}), sandbox.ExecOptions{Fresh: true})
-		if err == nil && r.ExitCode == 0 {
-			s.owner = strings.Replace(strings.TrimSpace(r.Stdout), " ", ":", 1)
-		}
-		if s.owner == "" {
+		ids := strings.TrimSpace(r.Stdout)
+		if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
 			s.remove(ctx)
 			return nil, fmt.Errorf("resolve user %q in the image: %v %s", s.user, err, strings.TrimSpace(r.Stderr))
 		}
+		s.user = ids
+		uid, gid, _ := strings.Cut(ids, ":")
+		gid, _, _ = strings.Cut(gid, ":")
+		s.owner = uid + ":" + gid
 	}
 	return s, nil
 }

@@ -18,6 +18,9 @@ func credential(user string) (*syscall.Credential, error) {
 	if user == "" {
 		return nil, nil
 	}
+	if c, ok := numeric(user); ok {
+		return c, nil
+	}
 	u, g, hasGroup := strings.Cut(user, ":")
 	uid, gid, _, err := lookupUser(u)
 	if err != nil {
@@ -114,7 +117,9 @@ func each(file string, f func([]string) bool) {
 	}
 }
 
-// id prints the uid and gid a user spec runs as.
+// id prints the numeric form of a user spec, "uid:gid:g1,g2" (the
+// groups the user belongs to), which credential takes back without reading
+// /etc/passwd: once the agent has run, the image's passwd is its to change.
 func id(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: warden id USER")
@@ -124,9 +129,36 @@ func id(args []string) error {
 		return err
 	}
 	if c == nil {
-		fmt.Println(os.Getuid(), os.Getgid())
-		return nil
+		c = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
 	}
-	fmt.Println(c.Uid, c.Gid)
+	groups := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	fmt.Printf("%d:%d:%s\n", c.Uid, c.Gid, strings.Join(groups, ","))
 	return nil
+}
+
+// numeric parses "uid:gid:g1,g2", what id prints.
+func numeric(user string) (*syscall.Credential, bool) {
+	f := strings.Split(user, ":")
+	if len(f) != 3 {
+		return nil, false
+	}
+	uid, err1 := strconv.ParseUint(f[0], 10, 32)
+	gid, err2 := strconv.ParseUint(f[1], 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	c := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if f[2] != "" {
+		for _, g := range strings.Split(f[2], ",") {
+			n, err := strconv.ParseUint(g, 10, 32)
+			if err != nil {
+				return nil, false
+			}
+			c.Groups = append(c.Groups, uint32(n))
+		}
+	}
+	return c, true
 }
