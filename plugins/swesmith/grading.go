@@ -136,7 +136,7 @@ func GradeSwesmith(in Instance, sm map[string]string, files []string) abi.Verify
 func runSwesmith(c Config, in Instance) (abi.VerifyResponse, error) {
 	p, source := profileFor(c, in)
 	cmd, files := testCommand(p, in)
-	head := fmt.Sprintf("profile: %s (log parser %s)\ntest command: %s\n", source, p.LogParser, cmd)
+	head := fmt.Sprintf("profile: %s, log parser %s\ntest command: %s\n", source, p.LogParser, cmd)
 	res, err := sdk.Exec(abi.ExecRequest{TimeoutMs: c.TestTimeout.ms(), MaxOutput: 4 << 10,
 		Cmd: "bash -c " + quote(evalScript(c, cmd)) + " > " + testLog + " 2>&1; stat -c %s " + testLog})
 	if err != nil {

@@ -74,9 +74,9 @@ func profileFor(c Config, in Instance) (p Profile, source string) {
 		return p, fmt.Sprintf("env.config.profiles.%q", key)
 	}
 	if p, ok := builtinProfiles[key]; ok {
-		return p, "SWE-smith's profile of " + key
+		return p, "SWE-smith's for " + key
 	}
-	return defaultProfile, "SWE-smith's default profile (" + key + " has none)"
+	return defaultProfile, "SWE-smith's default (" + key + " has none of its own)"
 }
 
 // hasProfile reports whether the config or SWE-smith gives the repository
