@@ -208,9 +208,13 @@ func (scorer) Score(r abi.RewardRequest) (abi.RewardResponse, error) {
 	if err := sdk.DecodeConfig(r.Config, &cfg); err != nil {
 		return abi.RewardResponse{}, errors.New("sweshaped: [[reward]] config: " + err.Error() + " (it takes no keys)")
 	}
+	// A verdict that passed ran its tests; one that failed must say.
 	ran, ok := r.Verify.Scores["tests_ran"]
-	if !ok {
-		return abi.RewardResponse{}, errors.New("sweshaped: the verdict has no tests_ran score: stack this reward on the swesmith environment")
+	switch {
+	case !ok && !r.Verify.Passed:
+		return abi.RewardResponse{}, errors.New("sweshaped: the verdict failed without a tests_ran score, so whether the tests ran is unknown: stack this reward on the swesmith environment")
+	case !ok:
+		ran = 1
 	}
 	attempted, wellFormed, err := CountCalls(r.Trajectory)
 	if err != nil {
