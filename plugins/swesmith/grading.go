@@ -107,23 +107,18 @@ func readTestOutput(log string) (region string, found bool, why string) {
 // get_resolution_status.
 func GradeSwesmith(in Instance, sm map[string]string, files []string) abi.VerifyResponse {
 	v := abi.VerifyResponse{Passed: true, Scores: map[string]float64{"tests_ran": 1}}
-	for _, group := range []struct {
-		name string
-		ids  []string
-	}{{"FAIL_TO_PASS", in.FailToPass}, {"PASS_TO_PASS", in.PassToPass}} {
-		for _, id := range group.ids {
-			st, ok := sm[id]
-			status := strings.ToLower(st)
-			switch {
-			case len(files) > 0 && !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(id, f) }):
-				status = "not_run"
-			case !ok:
-				status = "missing"
-			case st == stFailed, st == stError:
-				v.Passed = false
-			}
-			v.Tests = append(v.Tests, abi.TestResult{Name: id, Status: status, Message: group.name})
+	for _, t := range in.grouped() {
+		st, ok := sm[t.id]
+		status := strings.ToLower(st)
+		switch {
+		case len(files) > 0 && !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(t.id, f) }):
+			status = "not_run"
+		case !ok:
+			status = "missing"
+		case st == stFailed, st == stError:
+			v.Passed = false
 		}
+		v.Tests = append(v.Tests, abi.TestResult{Name: t.id, Status: status, Message: t.group})
 	}
 	if v.Passed {
 		v.Reward = 1

@@ -250,6 +250,21 @@ func (in Instance) tests() []string {
 	return append(slices.Clone(in.FailToPass), in.PassToPass...)
 }
 
+// listedTest is a listed test and its group, FAIL_TO_PASS or PASS_TO_PASS.
+type listedTest struct{ id, group string }
+
+// grouped are the listed tests with their groups, in the order of tests.
+func (in Instance) grouped() []listedTest {
+	var out []listedTest
+	for _, id := range in.FailToPass {
+		out = append(out, listedTest{id, "FAIL_TO_PASS"})
+	}
+	for _, id := range in.PassToPass {
+		out = append(out, listedTest{id, "PASS_TO_PASS"})
+	}
+	return out
+}
+
 // ref is the commit or ref clone mode checks out: base_commit, or else the
 // instance's own branch, as SWE-smith's mirrors keep every instance.
 func (in Instance) ref() string {

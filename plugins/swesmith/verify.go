@@ -119,23 +119,18 @@ func notGraded(in Instance, why string) abi.VerifyResponse {
 func Grade(in Instance, got map[string]string) abi.VerifyResponse {
 	v := abi.VerifyResponse{Scores: map[string]float64{"tests_ran": 1}}
 	ok := true
-	for _, group := range []struct {
-		name string
-		ids  []string
-	}{{"FAIL_TO_PASS", in.FailToPass}, {"PASS_TO_PASS", in.PassToPass}} {
-		for _, id := range group.ids {
-			st, found := got[id]
-			switch {
-			case !found:
-				st = "missing"
-			case st == "xfail":
-				st = "passed"
-			}
-			if st != "passed" {
-				ok = false
-			}
-			v.Tests = append(v.Tests, abi.TestResult{Name: id, Status: st, Message: group.name})
+	for _, t := range in.grouped() {
+		st, found := got[t.id]
+		switch {
+		case !found:
+			st = "missing"
+		case st == "xfail":
+			st = "passed"
 		}
+		if st != "passed" {
+			ok = false
+		}
+		v.Tests = append(v.Tests, abi.TestResult{Name: t.id, Status: st, Message: t.group})
 	}
 	v.Passed = ok
 	if ok {
