@@ -1,10 +1,9 @@
 package main
 
 import (
-	"errors"
+	"encoding/base64"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -33,9 +32,6 @@ const (
 
 // maxTestLog caps the test log grading reads.
 const maxTestLog = 16 << 20
-
-// testLog is where the swesmith grading's eval script writes its output.
-const testLog = "/tmp/.proctor-test-output.txt"
 
 // evalScript is SWE-smith's eval.sh around a test command: traced (set
 // -x), so the two marker commands print the lines its grading looks for,
@@ -127,42 +123,34 @@ func GradeSwesmith(in Instance, sm map[string]string, files []string) abi.Verify
 }
 
 // runSwesmith runs the instance's tests as SWE-smith's harness does, in
-// the prepared grading sandbox, and grades its log.
+// the prepared grading sandbox, and grades its log. The log comes back
+// through a pipe, base64-encoded so its bytes arrive as they are, and
+// capped; no file the tests could swap for something else.
 func runSwesmith(c Config, in Instance) (abi.VerifyResponse, error) {
 	p, source := profileFor(c, in)
 	cmd, files := testCommand(p, in)
 	head := fmt.Sprintf("profile: %s, log parser %s\ntest command: %s\n", source, p.LogParser, cmd)
-	res, err := sdk.Exec(abi.ExecRequest{TimeoutMs: c.TestTimeout.ms(), MaxOutput: 4 << 10,
-		Cmd: "bash -c " + quote(evalScript(c, cmd)) + " > " + testLog + " 2>&1; stat -c %s " + testLog})
+	res, err := sdk.Exec(abi.ExecRequest{TimeoutMs: c.TestTimeout.ms(), MaxOutput: base64.StdEncoding.EncodedLen(maxTestLog+1) + 64,
+		Cmd: fmt.Sprintf("bash -c %s 2>&1 | head -c %d | base64 -w0", quote(evalScript(c, cmd)), maxTestLog+1)})
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
-	if res.TimedOut {
-		t, err := sdk.Exec(abi.ExecRequest{Cmd: "tail -c 4000 " + testLog, MaxOutput: 8 << 10, TimeoutMs: setupMs})
-		if err != nil {
-			return abi.VerifyResponse{}, err
-		}
-		return notGraded(in, fmt.Sprintf("%sthe tests ran past %s, which SWE-smith's harness does not resolve:\n%s", head, c.TestTimeout, t.Stdout)), nil
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(res.Stdout)); err == nil && n > maxTestLog {
-		return notGraded(in, fmt.Sprintf("%sthe test log is %d MiB, over the %d MiB grading reads", head, n>>20, maxTestLog>>20)), nil
-	}
-	b, err := sdk.ReadFile(testLog)
-	if errors.Is(err, sdk.ErrNotFound) {
-		return notGraded(in, head+"the tests left no log (they removed it)"), nil
-	}
-	if err != nil {
-		return abi.VerifyResponse{}, err
-	}
-	if len(b) > maxTestLog {
+	log := decodePrefix(res.Stdout)
+	switch {
+	case res.TimedOut:
+		return notGraded(in, fmt.Sprintf("%sthe tests ran past %s, which SWE-smith's harness does not resolve:\n%s", head, c.TestTimeout,
+			strings.ToValidUTF8(tail(string(log), 4000), "\uFFFD"))), nil
+	case res.ExitCode != 0 || res.Truncated:
+		return abi.VerifyResponse{}, sdk.Errorf("verifier", "instance %s: the test log could not be read back (%s): %s", in.ID, outcome(res), tail(res.Stderr, 1000))
+	case len(log) > maxTestLog:
 		return notGraded(in, fmt.Sprintf("%sthe test log is over the %d MiB grading reads", head, maxTestLog>>20)), nil
+	case !utf8.Valid(log):
+		return notGraded(in, head+"the test log is not valid UTF-8, which SWE-smith's harness fails to decode (not resolved):\n"+
+			strings.ToValidUTF8(tail(string(log), 4000), "\uFFFD")), nil
 	}
-	if !utf8.Valid(b) {
-		return notGraded(in, head+"the test log is not valid UTF-8, which SWE-smith's harness fails to decode (not resolved):\n"+strings.ToValidUTF8(tail(string(b), 4000), "\uFFFD")), nil
-	}
-	region, found, why := readTestOutput(string(b))
+	region, found, why := readTestOutput(string(log))
 	if !found {
-		return notGraded(in, head+why+":\n"+tail(string(b), 4000)), nil
+		return notGraded(in, head+why+":\n"+tail(string(log), 4000)), nil
 	}
 	sm := logParsers[p.LogParser](region)
 	v := GradeSwesmith(in, sm, files)
@@ -172,6 +160,22 @@ func runSwesmith(c Config, in Instance) (abi.VerifyResponse, error) {
 	}
 	v.Output += ":\n" + tail(region, 4000)
 	return v, nil
+}
+
+// decodePrefix decodes base64 text as far as it forms whole groups: a
+// command cut short can leave a partial last group, or a whole one that
+// is not the end. Anything else decodes to nothing.
+func decodePrefix(s string) []byte {
+	n := len(strings.TrimSpace(s)) / 4 * 4
+	for _, end := range []int{n, n - 4} {
+		if end < 0 {
+			break
+		}
+		if b, err := base64.StdEncoding.DecodeString(s[:end]); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // pytestID reports whether a test id is a pytest node id

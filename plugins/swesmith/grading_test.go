@@ -253,6 +253,14 @@ func TestEvalScript(t *testing.T) {
 	}
 }
 
+func TestDecodePrefix(t *testing.T) {
+	for in, want := range map[string]string{"aGVsbG8=": "hello", "aGVsbG8gd29y": "hello wor", "aGVsbG8gd29": "hello ", "aGVsbG8gd2==": "hello w", "": "", "!!!!": ""} {
+		if got := string(decodePrefix(in)); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
 func FuzzLogParsers(f *testing.F) {
 	f.Add("t.py::a PASSED\nFAIL: test_b (m.C)\n--- PASS: TestA (0.00s)\n[gw0] PASSED t.py::c\nx (y) ... ok")
 	f.Fuzz(func(t *testing.T, log string) {
@@ -260,5 +268,6 @@ func FuzzLogParsers(f *testing.F) {
 			p(log)
 		}
 		readTestOutput(log)
+		decodePrefix(log)
 	})
 }
