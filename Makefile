@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       ?= bin/proctor
 BUNDLED   := host/bundled/wasm
-PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith))
+PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith plugins/sweshaped))
 TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
@@ -39,6 +39,7 @@ base-image: engine ## build the local test base image from Debian packages
 
 fixture-images: base-image ## build the test fixtures' images (offline, from the base image)
 	@docker image inspect proctor-swesmith-fixture:2 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-fixture:2 testdata/swesmith/image >/dev/null
+	@docker image inspect proctor-swesmith-textkit:1 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-textkit:1 testdata/swesmith/textkit >/dev/null
 	@bash scripts/go-fixture-image.sh
 
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing

@@ -38,6 +38,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("TB2_WASM", wasmtest.Build(t, "./plugins/tb2"))
 			env.Setenv("EXAMPLE_WASM", wasmtest.Build(t, "./plugins/example"))
 			env.Setenv("SWESMITH_WASM", wasmtest.Build(t, "./plugins/swesmith"))
+			env.Setenv("SWESHAPED_WASM", wasmtest.Build(t, "./plugins/sweshaped"))
 			env.Setenv("TOOLSTATS_WASM", wasmtest.Build(t, "./plugins/toolstats"))
 			env.Setenv("JUDGE_WASM", wasmtest.Build(t, "./plugins/judge"))
 			env.Setenv("LOUD_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/loud"))
