@@ -46,7 +46,7 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 	if tr.StopReason != StopDone || len(tr.Turns) != 7 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
-	got, _ := sb.ReadFile(context.Background(), "proj/app.py")
+	got, _, _ := sb.ReadFile(context.Background(), "proj/app.py", 0)
 	if string(got) != "x = 1\ny = 3\n" {
 		t.Fatalf("file after the edits: %q", got)
 	}
@@ -91,7 +91,9 @@ type nopShell struct{}
 func (nopShell) Exec(context.Context, string, sandbox.ExecOptions) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, nil
 }
-func (nopShell) ReadFile(context.Context, string) ([]byte, error)             { return []byte("a\nb\n"), nil }
+func (nopShell) ReadFile(context.Context, string, int64) ([]byte, int64, error) {
+	return []byte("a\nb\n"), 4, nil
+}
 func (nopShell) WriteFile(context.Context, string, []byte, fs.FileMode) error { return nil }
 
 func FuzzDecodeArgs(f *testing.F) {

@@ -31,6 +31,9 @@ type tool struct {
 	run    func(ctx context.Context, sh Shell, args json.RawMessage) (string, error)
 }
 
+// maxToolFile is the most a file tool reads of a file.
+const maxToolFile = 16 << 20
+
 // Toolset is the tools offered to the model, by name.
 type Toolset struct {
 	tools []tool
@@ -307,7 +310,7 @@ func runReadFile(ctx context.Context, sh Shell, raw json.RawMessage) (string, er
 		a.Limit = 500
 	}
 	a.Limit = min(a.Limit, 2000)
-	b, err := sh.ReadFile(ctx, a.Path)
+	b, _, err := sh.ReadFile(ctx, a.Path, maxToolFile)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrNotFound) {
 			return "", fmt.Errorf("file not found: %s", a.Path)
@@ -367,12 +370,15 @@ func runPatch(ctx context.Context, sh Shell, raw json.RawMessage) (string, error
 	if *a.OldString == "" {
 		return "", errors.New("old_string must not be empty")
 	}
-	b, err := sh.ReadFile(ctx, a.Path)
+	b, size, err := sh.ReadFile(ctx, a.Path, maxToolFile)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrNotFound) {
 			return "", fmt.Errorf("file not found: %s", a.Path)
 		}
 		return "", err
+	}
+	if size > int64(len(b)) {
+		return "", fmt.Errorf("%s is %d bytes, over the %d bytes patch can edit", a.Path, size, maxToolFile)
 	}
 	old := string(b)
 	n := strings.Count(old, *a.OldString)
