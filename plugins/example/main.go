@@ -21,7 +21,7 @@ func main() {}
 
 // config is the run's [env.config] table.
 type config struct {
-	Image   string `json:"image"` // "none": no image, for the local backend
+	Image   string `json:"image"`   // "none": no image, for the local backend
 	Dataset string `json:"dataset"` // optional JSONL/JSON/parquet rows with id, text
 	Tasks   []item `json:"tasks"`
 }
