@@ -772,11 +772,15 @@ func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions)
 	}
 	sh := a.current()
 	r, err := sh.Exec(ctx, cmd, o)
+	if err != nil {
+		// The watchdog stops the agent's shell once over the limit: the
+		// call then fails for that reason, whatever the shell said.
+		if lerr := a.s.disk.exceeded(); lerr != nil {
+			return r, lerr
+		}
+	}
 	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
 		return r, err
-	}
-	if lerr := a.s.disk.exceeded(); lerr != nil {
-		return r, lerr
 	}
 	if !a.s.running(ctx) {
 		return r, a.s.gone(ctx, err)
