@@ -215,7 +215,7 @@ func formatRange(start, stop int) string {
 	return fmt.Sprintf("%d,%d", begin, length)
 }
 
-// UnifiedDiff is ''.join(difflib.unified_diff(a, b, fromfile, tofile)) of
+// UnifiedDiff is ”.join(difflib.unified_diff(a, b, fromfile, tofile)) of
 // two lists of lines that keep their line ends (splitlines(keepends=True)).
 // A last line without an end stays without one, as Python leaves it.
 func UnifiedDiff(a, b []string, fromfile, tofile string) string {
