@@ -215,8 +215,8 @@ func formatRange(start, stop int) string {
 	return fmt.Sprintf("%d,%d", begin, length)
 }
 
-// UnifiedDiff is ”.join(difflib.unified_diff(a, b, fromfile, tofile)) of
-// two lists of lines that keep their line ends (splitlines(keepends=True)).
+// UnifiedDiff is the text of difflib.unified_diff(a, b, fromfile, tofile),
+// joined, for two lists of lines that keep their line ends (splitlines(keepends=True)).
 // A last line without an end stays without one, as Python leaves it.
 func UnifiedDiff(a, b []string, fromfile, tofile string) string {
 	var sb strings.Builder
