@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"strings"
 	"testing"
 
@@ -36,8 +35,8 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 	  {"tool_calls":[{"name":"write_file","arguments":{"path":"proj/app.py","content":"x = 1\ny = 2\n"}}]},
 	  {"tool_calls":[{"name":"patch","arguments":{"path":"proj/app.py","old_string":"y = 2","new_string":"y = 3"}}]},
 	  {"tool_calls":[{"name":"nope","arguments":{}},{"name":"terminal","arguments":"{\"command\": "}]},
-	  {"tool_calls":[{"name":"terminal","arguments":{"command":"pwd && cat app.py"}}]},
-	  {"tool_calls":[{"name":"read_file","arguments":{"path":"proj/app.py"}}, {"name":"search_files","arguments":{"pattern":"y = ","path":"."}}]},
+	  {"tool_calls":[{"name":"terminal","arguments":{"command":"cat app.py"}}]},
+	  {"tool_calls":[{"name":"read_file","arguments":{"path":"proj/app.py"}}, {"name":"search_files","arguments":{"pattern":"y = ","path":"proj"}}]},
 	  {"content":"finished"}]}`), Tools: tools, MaxTurns: 20, System: "be brief"}
 	tr, err := l.Run(context.Background(), sb, "do it")
 	if err != nil {
@@ -56,7 +55,10 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 			tool = append(tool, m.Content)
 		}
 	}
-	want := []string{"hi", "bytes_written", "+y = 3", "Unknown tool 'nope'. Available tools:", "Invalid JSON in tool arguments", "/proj\\nx = 1", "     2|y = 3", "app.py:2:y = 3"}
+	// hermes runs every command from the working directory: the cd of the
+	// first call is gone by the fifth.
+	want := []string{`"output": "hi"`, `"bytes_written": 12, "dirs_created": true`, `+y = 3`, "Unknown tool 'nope'. Available tools: ['patch', 'process', 'read_file', 'search_files', 'terminal', 'write_file']",
+		"Invalid JSON in tool arguments: Expecting value: line 1 column 13 (char 12)", `cat: app.py: No such file or directory`, `     2|y = 3`, `{"path": "proj/app.py", "line": 2, "content": "y = 3"}`}
 	for i, w := range want {
 		if i >= len(tool) || !strings.Contains(tool[i], w) {
 			t.Errorf("tool result %d: want %q in %q", i, w, tool[min(i, len(tool)-1)])
@@ -76,42 +78,4 @@ func TestMaxTurns(t *testing.T) {
 	if err != nil || tr.StopReason != StopMaxTurns || len(tr.Turns) != 3 {
 		t.Fatalf("%v %s %d", err, tr.StopReason, len(tr.Turns))
 	}
-}
-
-func TestTruncate(t *testing.T) {
-	s := strings.Repeat("a", 40000) + strings.Repeat("b", 60000)
-	got := Truncate(s, 50000)
-	if !strings.HasPrefix(got, strings.Repeat("a", 20000)+"\n") || !strings.HasSuffix(got, strings.Repeat("b", 30000)) || !strings.Contains(got, "50000 chars omitted") {
-		t.Fatalf("truncation kept the wrong parts")
-	}
-}
-
-type nopShell struct{}
-
-func (nopShell) Exec(context.Context, string, sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, nil
-}
-func (nopShell) ReadFile(context.Context, string) ([]byte, error)             { return []byte("a\nb\n"), nil }
-func (nopShell) WriteFile(context.Context, string, []byte, fs.FileMode) error { return nil }
-
-func FuzzDecodeArgs(f *testing.F) {
-	f.Add(`{"command":"ls"}`)
-	f.Add(`{"command": `)
-	f.Add(``)
-	f.Add(`[1,2]`)
-	f.Fuzz(func(t *testing.T, s string) {
-		raw, err := DecodeArgs(s)
-		if err != nil {
-			return
-		}
-		var m map[string]any
-		if json.Unmarshal(raw, &m) != nil {
-			t.Fatalf("accepted %q, which is not an object", s)
-		}
-		tools, _ := NewToolset([]string{"terminal", "file"})
-		for _, tl := range tools.tools {
-			// Decoding into each tool's arguments must not panic.
-			tl.run(context.Background(), nopShell{}, raw)
-		}
-	})
 }
