@@ -3,10 +3,10 @@ package hermes
 import (
 	"context"
 	"fmt"
-	"time"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
 	"github.com/proctor-dev/proctor/sandbox"
