@@ -28,11 +28,20 @@ type step struct {
 	// filter, when set, is a command the output goes through in the
 	// sandbox; the exit code stays the step's.
 	filter string
+	// shell runs the command with its own `bash -c`, as hermes does, for
+	// commands whose failures bash itself words (a redirection to a
+	// directory: "bash: line 1: x: Is a directory"). The others run in
+	// the batch's shell, which saves a process.
+	shell bool
+	// when, if set, is a shell test on the exit codes of earlier steps
+	// ($r0, $r1, ...) that must hold for the step to run; a step that
+	// does not run answers nothing, with code 0.
+	when string
 }
 
-// run runs commands as hermes' container backends run each of them, with
-// `bash -c` in the sandbox's working directory and stderr merged into
-// stdout, but all in one sandbox call. A step the time limit cut gets the
+// run runs commands as hermes' container backends run each of them, from
+// the sandbox's working directory with stderr merged into stdout, but all
+// in one sandbox call. A step the time limit cut gets the
 // answer hermes' backends give: "Command timed out after Ns", code 124.
 // maxOut bounds what one call brings back; over it the call fails.
 func (s *Session) run(ctx context.Context, timeout time.Duration, maxOut int, steps ...step) ([]result, error) {
@@ -41,7 +50,7 @@ func (s *Session) run(ctx context.Context, timeout time.Duration, maxOut int, st
 	mark := "\n@@HERMES-" + hex.EncodeToString(tok) + " "
 	var script strings.Builder
 	var stdin []byte
-	for _, st := range steps {
+	for i, st := range steps {
 		in := " </dev/null"
 		if st.stdin != nil {
 			in, stdin = "", st.stdin
@@ -50,7 +59,18 @@ func (s *Session) run(ctx context.Context, timeout time.Duration, maxOut int, st
 		if st.filter != "" {
 			filter, code = " | "+st.filter, `"${PIPESTATUS[0]}"`
 		}
-		fmt.Fprintf(&script, "bash -c %s%s 2>&1%s; printf '%%s%%d\\n' %s %s\n", escapeArg(st.cmd), in, filter, escapeArg(mark), code)
+		run := "{ " + st.cmd + "\n}"
+		if st.shell {
+			run = "bash -c " + escapeArg(st.cmd)
+		}
+		if st.when != "" {
+			fmt.Fprintf(&script, "if %s; then\n", st.when)
+		}
+		fmt.Fprintf(&script, "%s%s 2>&1%s; r%d=%s\n", run, in, filter, i, code)
+		if st.when != "" {
+			fmt.Fprintf(&script, "else r%d=0; fi\n", i)
+		}
+		fmt.Fprintf(&script, "printf '%%s%%d\\n' %s \"$r%d\"\n", escapeArg(mark), i)
 	}
 	if maxOut <= 0 {
 		maxOut = sandbox.DefaultMaxOutput

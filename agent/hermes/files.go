@@ -171,19 +171,22 @@ func (s *Session) readFileOp(ctx context.Context, p string, offset, limit any) (
 	if dir == "" {
 		dir = "."
 	}
+	// One sandbox call runs what hermes would run next in each case: the
+	// listing for a missing file, the read for a present one.
 	steps := []step{
 		{cmd: fmt.Sprintf("wc -c < %s 2>/dev/null", q)},
-		{cmd: fmt.Sprintf("head -c 1000 %s 2>/dev/null", q)},
-		{cmd: fmt.Sprintf("ls -1 %s 2>/dev/null | head -20", escapeArg(dir))},
+		{cmd: fmt.Sprintf("head -c 1000 %s 2>/dev/null", q), when: `[ "$r0" = 0 ]`},
+		{cmd: fmt.Sprintf("ls -1 %s 2>/dev/null | head -20", escapeArg(dir)), when: `[ "$r0" != 0 ]`},
 	}
 	if endErr == nil {
 		// Lines past 8004 bytes are surely past 2000 characters: cut them
 		// in the sandbox. cut ends the last line with a newline; the file's
 		// last byte says whether sed's output had one.
+		found := `[ "$r0" = 0 ]`
 		steps = append(steps,
-			step{cmd: fmt.Sprintf("sed -n '%s,%sp' %s", pyjson.Str(offset), pyjson.Str(end), q), filter: "cut -b 1-8004"},
-			step{cmd: fmt.Sprintf("wc -l < %s", q)},
-			step{cmd: fmt.Sprintf("tail -c 1 %s 2>/dev/null | wc -l", q)},
+			step{cmd: fmt.Sprintf("sed -n '%s,%sp' %s", pyjson.Str(offset), pyjson.Str(end), q), filter: "cut -b 1-8004", when: found},
+			step{cmd: fmt.Sprintf("wc -l < %s", q), when: found},
+			step{cmd: fmt.Sprintf("tail -c 1 %s 2>/dev/null", q), when: found},
 		)
 	}
 	r, err := s.run(ctx, s.envTimeout(), 2000*8005+1<<20, steps...)
@@ -211,7 +214,7 @@ func (s *Session) readFileOp(ctx context.Context, p string, offset, limit any) (
 	}
 	total, _ := pyInt(r[4].out)
 	out := sed.out
-	if strings.HasSuffix(out, "\n") && pyStrip(r[5].out) == "0" && size > 0 {
+	if strings.HasSuffix(out, "\n") && r[5].out != "\n" && size > 0 {
 		// The file does not end with a newline: sed's output did not
 		// either if it reached the last line.
 		endLine, _ := asNum(end)
@@ -398,7 +401,7 @@ func (s *Session) writeFileOp(ctx context.Context, pv any, content any) (*pyjson
 	if in == nil {
 		in = []byte{}
 	}
-	steps = append(steps, step{cmd: "cat > " + escapeArg(p), stdin: in},
+	steps = append(steps, step{cmd: "cat > " + escapeArg(p), stdin: in, shell: true},
 		step{cmd: fmt.Sprintf("wc -c < %s 2>/dev/null", escapeArg(p))})
 	r, err := s.run(ctx, s.envTimeout(), 0, steps...)
 	if err != nil {
@@ -591,7 +594,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 		if err != nil {
 			return searchResult{}, err
 		}
-		r, err := s.run(ctx, searchTimeout, 0, step{cmd: fmt.Sprintf("rg --files -g %s %s 2>/dev/null | head -n %s", escapeArg(glob), escapeArg(p), pyjson.Str(fetch))})
+		r, err := s.run(ctx, searchTimeout, 0, step{cmd: fmt.Sprintf("rg --files -g %s %s 2>/dev/null | head -n %s", escapeArg(glob), escapeArg(p), pyjson.Str(fetch)), shell: true})
 		if err != nil {
 			return searchResult{}, err
 		}
@@ -620,7 +623,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 	hidden := "-not -path '*/.*'"
 	cmd := fmt.Sprintf("find %s %s -type f -name %s -printf '%%T@ %%p\\\\n' 2>/dev/null | sort -rn | tail -n +%s | head -n %s",
 		escapeArg(p), hidden, escapeArg(sp), pyjson.Str(skip), pyjson.Str(limit))
-	r, err := s.run(ctx, searchTimeout, 0, step{cmd: cmd})
+	r, err := s.run(ctx, searchTimeout, 0, step{cmd: cmd, shell: true})
 	if err != nil {
 		return searchResult{}, err
 	}
@@ -633,7 +636,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 		}
 		cmd = fmt.Sprintf("find %s %s -type f -name %s 2>/dev/null | head -n %s | tail -n +%s",
 			escapeArg(p), hidden, escapeArg(sp), pyjson.Str(fetch), pyjson.Str(skip))
-		if r, err = s.run(ctx, searchTimeout, 0, step{cmd: cmd}); err != nil {
+		if r, err = s.run(ctx, searchTimeout, 0, step{cmd: cmd, shell: true}); err != nil {
 			return searchResult{}, err
 		}
 		out = r[0]
@@ -747,7 +750,7 @@ func (s *Session) searchContent(ctx context.Context, pattern any, p string, glob
 		fetch, _ = pyAdd(fetch, big.NewInt(200))
 	}
 	parts = append(parts, escapeArg(pat), escapeArg(p), "|", "head", "-n", pyjson.Str(fetch))
-	r, err := s.run(ctx, searchTimeout, 0, step{cmd: strings.Join(parts, " ")})
+	r, err := s.run(ctx, searchTimeout, 0, step{cmd: strings.Join(parts, " "), shell: true})
 	if err != nil {
 		return searchResult{}, err
 	}

@@ -198,10 +198,11 @@ func (s *Session) lint(ctx context.Context, p string) (*pyjson.Object, error) {
 	if !has {
 		return pyjson.NewObject().Set("status", "skipped").Set("message", base+" not available"), nil
 	}
-	r, err := s.run1(ctx, lintTimeout, strings.ReplaceAll(cmd, "{file}", escapeArg(p)))
+	rs, err := s.run(ctx, lintTimeout, 0, step{cmd: strings.ReplaceAll(cmd, "{file}", escapeArg(p)), shell: true})
 	if err != nil {
 		return nil, err
 	}
+	r := rs[0]
 	status := "ok"
 	if r.code != 0 {
 		status = "error"
