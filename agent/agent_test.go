@@ -79,3 +79,37 @@ func TestMaxTurns(t *testing.T) {
 		t.Fatalf("%v %s %d", err, tr.StopReason, len(tr.Turns))
 	}
 }
+
+// TestLargeAnswersStayJSON: an answer is truncated once, by characters,
+// inside the tool, and always reaches the model as whole JSON. Before,
+// answers over 50,000 characters were cut again after encoding: a
+// 2,000-line read_file arrived cut mid-JSON while saying "truncated":
+// false, and long terminal output carried two notices and a wrong count.
+func TestLargeAnswersStayJSON(t *testing.T) {
+	sb := localShell(t)
+	ctx := context.Background()
+	if _, err := sb.Exec(ctx, `x=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; for i in $(seq 1 2000); do printf 'line %04d %s\n' $i $x; done > big.txt`, sandbox.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := NewToolset([]string{"terminal", "file"})
+	s := tools.NewSession(sb)
+	do := func(name, args string) map[string]any {
+		out, _ := s.Dispatch(ctx, ToolCall{Function: FunctionCall{Name: name, Arguments: args}})
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%s %s: the answer (%d bytes) is not JSON: %v", name, args, len(out), err)
+		}
+		return m
+	}
+	r := do("read_file", `{"path": "big.txt", "limit": 2000}`)
+	content := r["content"].(string)
+	if n := strings.Count(content, "\n"); n != 2000 || r["truncated"] != false || !strings.Contains(content, "  2000|line 2000 ") {
+		t.Errorf("read_file of 2,000 lines: %d line ends, truncated %v", n, r["truncated"])
+	}
+	r = do("terminal", `{"command": "cat big.txt big.txt"}`)
+	out := r["output"].(string)
+	if strings.Count(out, "OUTPUT TRUNCATED") != 1 || !strings.Contains(out, "[OUTPUT TRUNCATED - 154000 chars omitted out of 204000 total]") ||
+		!strings.HasPrefix(out, "line 0001 ") || !strings.HasSuffix(out, "line 2000 "+strings.Repeat("x", 40)) {
+		t.Errorf("terminal: %d characters, notice %q", len([]rune(out)), out[19990:20100])
+	}
+}

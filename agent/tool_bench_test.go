@@ -57,10 +57,12 @@ func benchCall(b *testing.B, name, args string, setup string) {
 				}
 			}
 			tools, _ := NewToolset([]string{"terminal", "file"})
-			sess := tools.NewSession(sb)
 			call := ToolCall{ID: "c", Type: "function", Function: FunctionCall{Name: name, Arguments: args}}
 			var d []time.Duration
 			for b.Loop() {
+				// A session per call: hermes answers a fourth identical
+				// read in a row with a refusal.
+				sess := tools.NewSession(sb)
 				t0 := time.Now()
 				out, failed := sess.Dispatch(ctx, call)
 				d = append(d, time.Since(t0))

@@ -46,13 +46,24 @@ func NewToolsetWith(sets []string, o ToolOptions) (*Toolset, error) {
 	return &Toolset{h: h}, nil
 }
 
+// noTools is what the zero Toolset offers.
+var noTools, _ = hermes.New(nil, ToolOptions{})
+
+// tools is the hermes toolset; the zero Toolset has no tools.
+func (t *Toolset) tools() *hermes.Toolset {
+	if t.h == nil {
+		return noTools
+	}
+	return t.h
+}
+
 // Names lists the tools, in the order the model is told of them.
-func (t *Toolset) Names() []string { return t.h.Names() }
+func (t *Toolset) Names() []string { return t.tools().Names() }
 
 // Schemas are the tool definitions sent to the model.
 func (t *Toolset) Schemas() []Schema {
 	var s []Schema
-	for _, d := range t.h.Definitions() {
+	for _, d := range t.tools().Definitions() {
 		s = append(s, Schema{Type: "function", Function: SchemaFunction{Name: d.Name, Description: d.Description, Parameters: d.Parameters}})
 	}
 	return s
@@ -66,7 +77,7 @@ type Session struct {
 }
 
 // NewSession starts a rollout's tool session on sh.
-func (t *Toolset) NewSession(sh Shell) *Session { return &Session{s: t.h.NewSession(sh)} }
+func (t *Toolset) NewSession(sh Shell) *Session { return &Session{s: t.tools().NewSession(sh)} }
 
 // Dispatch runs one tool call and returns what the model sees, exactly:
 // an unknown tool or arguments that are not JSON are answered as hermes'
