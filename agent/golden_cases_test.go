@@ -212,6 +212,25 @@ func TestGoldenPatch(t *testing.T) {
 		call("patch", v4a("*** Update File: words.txt\n@@ gamma @@\n+delta\n")),
 		call("read_file", `{"path": "words.txt"}`),
 		call("terminal", `{"command": "ls; cat calc/ops.py moved.txt pkg/new.py"}`),
+		// The fuzzier strategies: indentation, unicode punctuation under a
+		// block anchor, and lines that are only alike.
+		sh(`printf 'class A:\n    def f(self):\n        x = \xe2\x80\x9cquoted\xe2\x80\x9d \xe2\x80\x94 dash\n        return x\n' > a.py && printf 'alpha = 1\nbeta = 2\ngamma = 3\ndelta = 4\n' > vars.txt`),
+		call("patch", `{"path": "a.py", "old_string": "def f(self):\nx = \"quoted\" -- dash\nreturn x", "new_string": "def f(self):\n        return 1"}`),
+		call("patch", `{"path": "vars.txt", "old_string": "alpha = 1\nbeta = 20\ngamma = 30\ndelta = 4", "new_string": "all = 0"}`),
+		call("patch", `{"path": "vars.txt", "old_string": "all = O", "new_string": "all = 1"}`),
+		call("patch", `{"path": "vars.txt", "old_string": "al = 0", "new_string": "all = 1"}`),
+	})
+}
+
+// TestGoldenLint pins the syntax check after an edit
+// (tools/file_operations.py's _check_lint) where the linter exists: hermes
+// learns once per session whether `python` is on PATH.
+func TestGoldenLint(t *testing.T) {
+	runGolden(t, "lint", ToolOptions{}, []goldenStep{
+		sh(`ln -s /usr/bin/python3 /usr/local/bin/python && printf 'def f():\n    return 1\n' > m.py`),
+		call("patch", `{"path": "m.py", "old_string": "return 1", "new_string": "return (1"}`),
+		call("patch", `{"path": "m.py", "old_string": "return (1", "new_string": "return 2"}`),
+		call("patch", `{"mode": "patch", "patch": "*** Begin Patch\n*** Add File: n.py\n+x = [\n*** End Patch"}`),
 	})
 }
 

@@ -2,6 +2,8 @@ package hermes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/big"
@@ -121,7 +123,10 @@ func (s *Session) spawn(ctx context.Context, args *pyjson.Object, command, workd
 		fmt.Fprintf(&sc, "d=%s\n[ -e \"$d\" ] || { echo 'nodir 2 No such file or directory'; exit 0; }\n[ -d \"$d\" ] || { echo 'nodir 20 Not a directory'; exit 0; }\ncd -- \"$d\" || { echo 'nodir 13 Permission denied'; exit 0; }\n", escapeArg(cwd))
 	}
 	fmt.Fprintf(&sc, "b=%s\nrm -f \"$b\".*\nmkfifo \"$b.in\" || exit 1\n", escapeArg(b))
-	fmt.Fprintf(&sc, "setsid bash -c %s hermes-bg \"$b\" %s %s </dev/null >/dev/null 2>&1 &\n", escapeArg(bgWrapper), escapeArg(cmd), mode)
+	// Without setsid(1) the process stays in the batch's group; kill then
+	// ends it by pid.
+	sc.WriteString("s=setsid; command -v setsid >/dev/null 2>&1 || s=\n")
+	fmt.Fprintf(&sc, "$s bash -c %s hermes-bg \"$b\" %s %s </dev/null >/dev/null 2>&1 &\n", escapeArg(bgWrapper), escapeArg(cmd), mode)
 	sc.WriteString("for i in $(seq 500); do [ -s \"$b.pid\" ] && break; sleep 0.01; done\necho \"pid $(cat \"$b.pid\" 2>/dev/null)\"\necho \"cwd $PWD\"\n)\n")
 	r, err := s.sh.Exec(ctx, sc.String(), sandbox.ExecOptions{Timeout: probeTimeout})
 	if err != nil {
@@ -182,7 +187,9 @@ func (s *Session) spawn(ctx context.Context, args *pyjson.Object, command, workd
 // pass.
 func (s *Session) probe(ctx context.Context, tails map[string]int, waitFor *proc, wait float64) (map[string]string, error) {
 	var sc strings.Builder
-	mark := "@@HERMES-PROBE@@"
+	tok := make([]byte, 8)
+	_, _ = rand.Read(tok)
+	mark := "@@HERMES-" + hex.EncodeToString(tok) + "@@"
 	if waitFor != nil && wait > 0 {
 		fmt.Fprintf(&sc, "i=0; while [ ! -e %s ] && [ $i -lt %d ]; do sleep 0.1; i=$((i+1)); done\n",
 			escapeArg(base(waitFor.id)+".exit"), int64(math.Ceil(wait*10)))
