@@ -30,7 +30,7 @@ func call(tool, args string) goldenStep { return goldenStep{tool: tool, args: ar
 func sh(cmd string) goldenStep          { return goldenStep{sh: cmd} }
 
 // dockerSandbox is a fresh sandbox of the base image, working in /work.
-func dockerSandbox(t *testing.T) sandbox.Sandbox {
+func dockerSandbox(t testing.TB) sandbox.Sandbox {
 	t.Helper()
 	sandboxtest.RequireDocker(t)
 	be, err := docker.New()

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
-	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/local"
-	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
 // benchBackends are the sandboxes the tool benchmarks run against: the
@@ -26,21 +24,7 @@ func benchBackends(b *testing.B) map[string]func(b *testing.B) sandbox.Sandbox {
 			return sb
 		},
 	}
-	m["docker"] = func(b *testing.B) sandbox.Sandbox {
-		sandboxtest.RequireDocker(b)
-		be, err := docker.New()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { be.Close() })
-		sb, err := be.Start(context.Background(), sandbox.Spec{Image: sandboxtest.BaseImage(), Workdir: "/work",
-			Labels: map[string]string{sandbox.LabelRun: "agent-bench"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { sb.Close(context.Background()) })
-		return sb
-	}
+	m["docker"] = func(b *testing.B) sandbox.Sandbox { return dockerSandbox(b) }
 	return m
 }
 

@@ -234,21 +234,7 @@ func (s *Session) call(ctx context.Context, name, arguments string) reply {
 	if !isDict {
 		return toolFailed(attrErr(v, "get"))
 	}
-	var r reply
-	switch name {
-	case "terminal":
-		r, err = s.terminal(ctx, args)
-	case "process":
-		r, err = s.process(ctx, args)
-	case "read_file":
-		r, err = s.readFile(ctx, args)
-	case "write_file":
-		r, err = s.writeFile(ctx, args)
-	case "patch":
-		r, err = s.patch(ctx, args)
-	case "search_files":
-		r, err = s.searchFiles(ctx, args)
-	}
+	r, err := handlers[name](s, ctx, args)
 	if err != nil {
 		var pe *pyError
 		if errors.As(err, &pe) {
@@ -258,6 +244,16 @@ func (s *Session) call(ctx context.Context, name, arguments string) reply {
 		return errorReply(false, "%s failed: %v", name, err)
 	}
 	return r
+}
+
+// handlers are the tools' handlers, by name.
+var handlers = map[string]func(*Session, context.Context, *pyjson.Object) (reply, error){
+	"terminal":     (*Session).terminal,
+	"process":      (*Session).process,
+	"read_file":    (*Session).readFile,
+	"write_file":   (*Session).writeFile,
+	"patch":        (*Session).patch,
+	"search_files": (*Session).searchFiles,
 }
 
 // sliceable checks that args.get(key, "")[:80] works.

@@ -210,56 +210,39 @@ func (s *Session) lint(ctx context.Context, p string) (*pyjson.Object, error) {
 	return pyjson.NewObject().Set("status", status).Set("output", pyStrip(r.out)), nil
 }
 
+// v4aApply is how apply_v4a_operations handles one kind of operation: the
+// function that applies it, the verb of its failure message, and the list
+// a success goes to.
+type v4aApply struct {
+	apply func(*Session, context.Context, patchOp) (bool, string, error)
+	verb  string
+	done  func(*patchResult, patchOp)
+}
+
+var v4aApplies = map[opKind]v4aApply{
+	opAdd:    {(*Session).v4aAdd, "add", func(r *patchResult, op patchOp) { r.created = append(r.created, op.path) }},
+	opDelete: {(*Session).v4aDelete, "delete", func(r *patchResult, op patchOp) { r.delete = append(r.delete, op.path) }},
+	opMove:   {(*Session).v4aMove, "move", func(r *patchResult, op patchOp) { r.modified = append(r.modified, op.path+" -> "+op.newPath) }},
+	opUpdate: {(*Session).v4aUpdate, "update", func(r *patchResult, op patchOp) { r.modified = append(r.modified, op.path) }},
+}
+
 // patchV4A is patch_v4a: parse, then apply_v4a_operations.
 func (s *Session) patchV4A(ctx context.Context, text string) (patchResult, error) {
 	var res patchResult
 	var diffs, errs []string
 	for _, op := range parseV4A(text) {
-		var ok bool
-		var out string
-		var err error
-		switch op.kind {
-		case opAdd:
-			ok, out, err = s.v4aAdd(ctx, op)
-			if ok {
-				res.created = append(res.created, op.path)
-			} else {
-				out = "Failed to add " + op.path + ": " + out
-			}
-		case opDelete:
-			ok, out, err = s.v4aDelete(ctx, op)
-			if ok {
-				res.delete = append(res.delete, op.path)
-			} else {
-				out = "Failed to delete " + op.path + ": " + out
-			}
-		case opMove:
-			ok, out, err = s.v4aMove(ctx, op)
-			if ok {
-				res.modified = append(res.modified, op.path+" -> "+op.newPath)
-			} else {
-				out = "Failed to move " + op.path + ": " + out
-			}
-		case opUpdate:
-			ok, out, err = s.v4aUpdate(ctx, op)
-			if ok {
-				res.modified = append(res.modified, op.path)
-			} else {
-				out = "Failed to update " + op.path + ": " + out
-			}
-		}
-		if err != nil {
-			pe, isPy := err.(*pyError)
-			if !isPy {
-				return patchResult{}, err
-			}
+		a := v4aApplies[op.kind]
+		ok, out, err := a.apply(s, ctx, op)
+		switch pe, isPy := err.(*pyError); {
+		case err != nil && !isPy:
+			return patchResult{}, err
+		case err != nil:
 			errs = append(errs, "Error processing "+op.path+": "+pe.Msg)
-			continue
-		}
-		if ok {
+		case ok:
+			a.done(&res, op)
 			diffs = append(diffs, out)
-		} else {
-			errs = append(errs, out)
+		default:
+			errs = append(errs, "Failed to "+a.verb+" "+op.path+": "+out)
 		}
 	}
 	for _, f := range append(append([]string{}, res.modified...), res.created...) {

@@ -290,6 +290,13 @@ func (s *Session) process(ctx context.Context, args *pyjson.Object) (reply, erro
 	return s.writeProc(ctx, sid, data)
 }
 
+func deref(r *reply) reply {
+	if r == nil {
+		return reply{}
+	}
+	return *r
+}
+
 func notFound(sid string) reply {
 	return reply{obj: pyjson.NewObject().Set("status", "not_found").Set("error", "No process with ID "+sid)}
 }
@@ -338,17 +345,31 @@ func (s *Session) listProcs(ctx context.Context) (reply, error) {
 	return reply{obj: pyjson.NewObject().Set("processes", l)}, nil
 }
 
-func (s *Session) pollProc(ctx context.Context, sid string) (reply, error) {
+// lookup finds a process, brings its state up to date and reads the last
+// tail characters of its output; no process answers not_found.
+func (s *Session) lookup(ctx context.Context, sid string, tail int) (*proc, string, *reply, error) {
 	if s.procs.get(sid) == nil {
-		return notFound(sid), nil
+		r := notFound(sid)
+		return nil, "", &r, nil
 	}
-	logs, err := s.probe(ctx, map[string]int{sid: 1000}, nil, 0)
+	var tails map[string]int
+	if tail > 0 {
+		tails = map[string]int{sid: tail}
+	}
+	logs, err := s.probe(ctx, tails, nil, 0)
 	if err != nil {
-		return reply{}, err
+		return nil, "", nil, err
 	}
-	p := s.procs.get(sid)
+	return s.procs.get(sid), logs[sid], nil, nil
+}
+
+func (s *Session) pollProc(ctx context.Context, sid string) (reply, error) {
+	p, log, nf, err := s.lookup(ctx, sid, 1000)
+	if nf != nil || err != nil {
+		return deref(nf), err
+	}
 	out := pyjson.NewObject().Set("session_id", p.id).Set("command", p.command).Set("status", status(p)).
-		Set("pid", p.pidValue()).Set("uptime_seconds", s.uptime(p)).Set("output_preview", stripANSI(logs[sid]))
+		Set("pid", p.pidValue()).Set("uptime_seconds", s.uptime(p)).Set("output_preview", stripANSI(log))
 	if p.exited {
 		out.Set("exit_code", p.code)
 	}
@@ -357,15 +378,11 @@ func (s *Session) pollProc(ctx context.Context, sid string) (reply, error) {
 
 // logProc is read_log: lines of the output buffer, by default the last 200.
 func (s *Session) logProc(ctx context.Context, sid string, offset, limit any) (reply, error) {
-	if s.procs.get(sid) == nil {
-		return notFound(sid), nil
+	p, log, nf, err := s.lookup(ctx, sid, maxBufferChars)
+	if nf != nil || err != nil {
+		return deref(nf), err
 	}
-	logs, err := s.probe(ctx, map[string]int{sid: maxBufferChars}, nil, 0)
-	if err != nil {
-		return reply{}, err
-	}
-	p := s.procs.get(sid)
-	lines := splitLines(stripANSI(logs[sid]), false)
+	lines := splitLines(stripANSI(log), false)
 	var sel []string
 	// if offset == 0 and limit > 0: lines[-limit:] else lines[offset:offset + limit]
 	last := false
@@ -452,13 +469,10 @@ func (s *Session) waitProc(ctx context.Context, sid string, timeout any) (reply,
 }
 
 func (s *Session) killProc(ctx context.Context, sid string) (reply, error) {
-	if s.procs.get(sid) == nil {
-		return notFound(sid), nil
+	p, _, nf, err := s.lookup(ctx, sid, 0)
+	if nf != nil || err != nil {
+		return deref(nf), err
 	}
-	if _, err := s.probe(ctx, nil, nil, 0); err != nil {
-		return reply{}, err
-	}
-	p := s.procs.get(sid)
 	if p.exited {
 		return reply{obj: pyjson.NewObject().Set("status", "already_exited").Set("exit_code", p.code)}, nil
 	}
@@ -474,13 +488,10 @@ func (s *Session) killProc(ctx context.Context, sid string) (reply, error) {
 
 // writeProc is write_stdin: data to the process's stdin, no newline added.
 func (s *Session) writeProc(ctx context.Context, sid, data string) (reply, error) {
-	if s.procs.get(sid) == nil {
-		return notFound(sid), nil
+	p, _, nf, err := s.lookup(ctx, sid, 0)
+	if nf != nil || err != nil {
+		return deref(nf), err
 	}
-	if _, err := s.probe(ctx, nil, nil, 0); err != nil {
-		return reply{}, err
-	}
-	p := s.procs.get(sid)
 	if p.exited {
 		return reply{obj: pyjson.NewObject().Set("status", "already_exited").Set("error", "Process has already finished")}, nil
 	}

@@ -15,19 +15,49 @@ import (
 // programming error.
 func Dumps(v any, ensureASCII bool) string {
 	var b strings.Builder
-	dump(&b, v, ensureASCII)
+	st := jsonStyle
+	if !ensureASCII {
+		st = jsonUnicode
+	}
+	st.write(&b, v)
 	return b.String()
 }
 
-func dump(b *strings.Builder, v any, ascii bool) {
+// style is how a value is written: as JSON, or as Python's repr().
+type style struct {
+	none, yes, no string
+	float         func(float64) string
+	str           func(*strings.Builder, string)
+}
+
+var (
+	jsonStyle   = style{"null", "true", "false", jsonFloat, func(b *strings.Builder, s string) { Quote(b, s, true) }}
+	jsonUnicode = style{"null", "true", "false", jsonFloat, func(b *strings.Builder, s string) { Quote(b, s, false) }}
+	reprStyle   = style{"None", "True", "False", FloatRepr, reprString}
+)
+
+// jsonFloat is how json.dumps writes a float (allow_nan=True).
+func jsonFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	return FloatRepr(f)
+}
+
+func (st style) write(b *strings.Builder, v any) {
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
+		b.WriteString(st.none)
 	case bool:
 		if x {
-			b.WriteString("true")
+			b.WriteString(st.yes)
 		} else {
-			b.WriteString("false")
+			b.WriteString(st.no)
 		}
 	case int:
 		b.WriteString(strconv.Itoa(x))
@@ -36,50 +66,38 @@ func dump(b *strings.Builder, v any, ascii bool) {
 	case *big.Int:
 		b.WriteString(x.String())
 	case float64:
-		switch {
-		case math.IsNaN(x):
-			b.WriteString("NaN")
-		case math.IsInf(x, 1):
-			b.WriteString("Infinity")
-		case math.IsInf(x, -1):
-			b.WriteString("-Infinity")
-		default:
-			b.WriteString(FloatRepr(x))
-		}
+		b.WriteString(st.float(x))
 	case string:
-		Quote(b, x, ascii)
+		st.str(b, x)
 	case []string:
-		b.WriteByte('[')
-		for i, s := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			Quote(b, s, ascii)
-		}
-		b.WriteByte(']')
+		writeList(b, x, st.str)
 	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			dump(b, e, ascii)
-		}
-		b.WriteByte(']')
+		writeList(b, x, st.write)
 	case *Object:
 		b.WriteByte('{')
 		for i, k := range x.keys {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			Quote(b, k, ascii)
+			st.str(b, k)
 			b.WriteString(": ")
-			dump(b, x.vals[k], ascii)
+			st.write(b, x.vals[k])
 		}
 		b.WriteByte('}')
 	default:
-		panic(fmt.Sprintf("pyjson: cannot encode %T", v))
+		panic(fmt.Sprintf("pyjson: cannot write %T", v))
 	}
+}
+
+func writeList[T any](b *strings.Builder, l []T, w func(*strings.Builder, T)) {
+	b.WriteByte('[')
+	for i, e := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		w(b, e)
+	}
+	b.WriteByte(']')
 }
 
 const hexdigits = "0123456789abcdef"
@@ -195,62 +213,8 @@ func Str(v any) string {
 // Repr is Python's repr() of a decoded value.
 func Repr(v any) string {
 	var b strings.Builder
-	repr(&b, v)
+	reprStyle.write(&b, v)
 	return b.String()
-}
-
-func repr(b *strings.Builder, v any) {
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("None")
-	case bool:
-		if x {
-			b.WriteString("True")
-		} else {
-			b.WriteString("False")
-		}
-	case int:
-		b.WriteString(strconv.Itoa(x))
-	case int64:
-		b.WriteString(strconv.FormatInt(x, 10))
-	case *big.Int:
-		b.WriteString(x.String())
-	case float64:
-		b.WriteString(FloatRepr(x))
-	case string:
-		reprString(b, x)
-	case []string:
-		b.WriteByte('[')
-		for i, s := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			reprString(b, s)
-		}
-		b.WriteByte(']')
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			repr(b, e)
-		}
-		b.WriteByte(']')
-	case *Object:
-		b.WriteByte('{')
-		for i, k := range x.keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			reprString(b, k)
-			b.WriteString(": ")
-			repr(b, x.vals[k])
-		}
-		b.WriteByte('}')
-	default:
-		panic(fmt.Sprintf("pyjson: no repr for %T", v))
-	}
 }
 
 // reprString is str.__repr__: single quotes unless the text has a single
