@@ -73,7 +73,7 @@ func TestGoldenTerminal(t *testing.T) {
 		call("terminal", `{"command": "echo OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123; echo token=abc; echo 'call +14155552671 now'"}`),
 		call("terminal", `{"command": "for i in $(seq 1 9000); do echo \"line $i\"; done"}`),
 		call("terminal", `{"command": "python3 -c \"print('é' * 60000)\""}`),
-		call("terminal", `{"command": "head -c 3000000 /dev/zero | tr '\\\\0' x; echo; echo end"}`),
+		call("terminal", `{"command": "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo end"}`),
 		call("terminal", `{"command": "nosuchcommand"}`),
 		call("terminal", `{"command": "if"}`),
 	})
