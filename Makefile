@@ -4,12 +4,12 @@
 GO        ?= go
 BIN       ?= bin/proctor
 BUNDLED   := host/bundled/wasm
-PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith))
+PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith plugins/sweshaped))
 TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins test test-race bench lint demo clean engine base-image fixture-images test-tools
+.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,7 +21,14 @@ plugins: ## build the bundled plugins to wasm (embedded by build)
 	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
 	done
 
-build: plugins ## build bin/proctor with its bundled plugins
+WARDEN    := sandbox/shell/warden
+
+warden: ## build the in-sandbox warden for linux/amd64 and linux/arm64 (embedded by build)
+	@for a in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w' -o $(WARDEN)/warden-linux-$$a ./sandbox/warden || exit 1; \
+	done
+
+build: plugins warden ## build bin/proctor with its bundled plugins
 	$(GO) build -trimpath -o $(BIN) ./cmd/proctor
 
 engine: ## make sure a Docker engine answers (installs and starts Debian's when missing)
@@ -32,18 +39,19 @@ base-image: engine ## build the local test base image from Debian packages
 
 fixture-images: base-image ## build the test fixtures' images (offline, from the base image)
 	@docker image inspect proctor-swesmith-fixture:2 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-fixture:2 testdata/swesmith/image >/dev/null
+	@docker image inspect proctor-swesmith-textkit:1 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-textkit:1 testdata/swesmith/textkit >/dev/null
 	@bash scripts/go-fixture-image.sh
 
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
 
-test: fixture-images plugins test-tools ## run the tests (starts what they need first)
+test: fixture-images plugins warden test-tools ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins test-tools ## run the tests under the race detector
+test-race: fixture-images plugins warden test-tools ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 
-bench: fixture-images plugins ## run the benchmarks (medians: pipe through benchstat)
+bench: fixture-images plugins warden ## run the benchmarks (medians: pipe through benchstat)
 	$(GO) test $(BENCHFLAGS) ./...
 
 lint: ## gofmt, go vet for linux and wasip1
@@ -57,4 +65,4 @@ demo: build base-image ## run the quickstart: fixture tasks with the oracle agen
 	@$(BIN) eval examples/quickstart.toml --out runs/quickstart; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
 clean: ## remove build outputs
-	rm -rf bin $(BUNDLED)/*.wasm
+	rm -rf bin $(BUNDLED)/*.wasm $(WARDEN)/warden-*

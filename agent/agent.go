@@ -106,7 +106,7 @@ var ErrContextLength = errors.New("context length exceeded")
 // Shell is what tools need from a sandbox.
 type Shell interface {
 	Exec(ctx context.Context, cmd string, opts sandbox.ExecOptions) (sandbox.ExecResult, error)
-	ReadFile(ctx context.Context, path string) ([]byte, error)
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, int64, error)
 	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
 }
 

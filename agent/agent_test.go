@@ -45,7 +45,7 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 	if tr.StopReason != StopDone || len(tr.Turns) != 7 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
-	got, _ := sb.ReadFile(context.Background(), "proj/app.py")
+	got, _, _ := sb.ReadFile(context.Background(), "proj/app.py", 0)
 	if string(got) != "x = 1\ny = 3\n" {
 		t.Fatalf("file after the edits: %q", got)
 	}

@@ -185,9 +185,9 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx context.Context, runID string) (int, error), error) {
 	switch c.Sandbox.Backend {
 	case "local":
-		return local.Backend{}, nil, nil
+		return local.Backend{}, local.Backend{}.Prune, nil
 	default:
-		b, err := docker.New()
+		b, err := docker.New(docker.WithIsolation(c.Sandbox.Isolated()))
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			_, err = b.Ping(pctx)
