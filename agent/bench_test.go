@@ -70,9 +70,9 @@ func BenchmarkTrajectory60x50KB(b *testing.B) {
 func BenchmarkTerminalTool(b *testing.B) {
 	tools, _ := NewToolset([]string{"terminal"})
 	call := ToolCall{ID: "c", Type: "function", Function: FunctionCall{Name: "terminal", Arguments: `{"command":"ls -la","timeout":30}`}}
-	sh := sleepShell{time.Millisecond}
+	sess := tools.NewSession(sleepShell{time.Millisecond})
 	for b.Loop() {
-		tools.Dispatch(context.Background(), sh, call)
+		sess.Dispatch(context.Background(), call)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)-1000, "µs-over-exec")
 }

@@ -126,7 +126,7 @@ func TestLoopAgainstScriptedServer(t *testing.T) {
 		t.Fatalf("file: %q", b)
 	}
 	js, _ := json.Marshal(tr)
-	for _, want := range []string{"Invalid JSON in tool arguments", "Unknown tool 'browser'", `hello\\n`} {
+	for _, want := range []string{"Invalid JSON in tool arguments", "Unknown tool 'browser'", `{\"output\": \"hello\", \"exit_code\": 0, \"error\": null}`} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("trajectory lacks %q", want)
 		}

@@ -222,13 +222,13 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err, hint: "agent.script is relative to the config file's folder"}
 		}
-		tools, err := agent.NewToolset(c.Agent.Tools)
+		tools, err := agent.NewToolsetWith(c.Agent.Tools, agent.ToolOptions{CommandTimeout: c.Agent.TerminalTimeout})
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
 		return loopAgent(func(host.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
-		tools, err := agent.NewToolset(c.Agent.Tools)
+		tools, err := agent.NewToolsetWith(c.Agent.Tools, agent.ToolOptions{CommandTimeout: c.Agent.TerminalTimeout})
 		if err != nil {
 			return nil, &usageError{err: err}
 		}

@@ -112,6 +112,10 @@ type Agent struct {
 	Tools        []string `toml:"tools" json:"tools"`
 	SystemPrompt string   `toml:"system_prompt" json:"system_prompt,omitempty"`
 	Script       string   `toml:"script" json:"script,omitempty"`
+
+	// TerminalTimeout is hermes' TERMINAL_TIMEOUT in seconds: a terminal
+	// command's default time limit and the longest process wait.
+	TerminalTimeout int `toml:"terminal_timeout" json:"terminal_timeout"`
 }
 
 // Sandbox is the [sandbox] section.
@@ -474,6 +478,9 @@ func (c *Config) defaults() {
 	if c.Agent.Tools == nil {
 		c.Agent.Tools = []string{"terminal", "file"}
 	}
+	if c.Agent.TerminalTimeout == 0 {
+		c.Agent.TerminalTimeout = 180
+	}
 	if c.Model.RequestTimeout.Duration == 0 {
 		c.Model.RequestTimeout.Duration = 10 * time.Minute
 	}
@@ -554,6 +561,9 @@ func (c *Config) validate(data []byte) error {
 		if err := oneOf("agent.tools", t, "terminal", "file"); err != nil {
 			return err
 		}
+	}
+	if c.Agent.TerminalTimeout < 0 {
+		return bad("agent.terminal_timeout", fmt.Sprintf("terminal_timeout is %d", c.Agent.TerminalTimeout), "give seconds, e.g. 300 as hermes' Terminal-Bench 2 environment uses")
 	}
 	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
 		return err
