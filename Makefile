@@ -4,12 +4,12 @@
 GO        ?= go
 BIN       ?= bin/proctor
 BUNDLED   := host/bundled/wasm
-PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith))
+PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith plugins/sweshaped))
 TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python
+.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,7 +28,14 @@ test-python: ## run the Python SDK's and the Python plugins' native tests with t
 	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -t sdk/python/tests
 	@for d in plugins/python/*/; do PYTHONPATH=sdk/python python3 -m unittest discover -s $$d -t $$d || exit 1; done
 
-build: plugins ## build bin/proctor with its bundled plugins
+WARDEN    := sandbox/shell/warden
+
+warden: ## build the in-sandbox warden for linux/amd64 and linux/arm64 (embedded by build)
+	@for a in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w' -o $(WARDEN)/warden-linux-$$a ./sandbox/warden || exit 1; \
+	done
+
+build: plugins warden ## build bin/proctor with its bundled plugins
 	$(GO) build -trimpath -o $(BIN) ./cmd/proctor
 
 engine: ## make sure a Docker engine answers (installs and starts Debian's when missing)
@@ -39,18 +46,19 @@ base-image: engine ## build the local test base image from Debian packages
 
 fixture-images: base-image ## build the test fixtures' images (offline, from the base image)
 	@docker image inspect proctor-swesmith-fixture:2 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-fixture:2 testdata/swesmith/image >/dev/null
+	@docker image inspect proctor-swesmith-textkit:1 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-textkit:1 testdata/swesmith/textkit >/dev/null
 	@bash scripts/go-fixture-image.sh
 
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
 
-test: fixture-images plugins test-tools python-runtime ## run the tests (starts what they need first)
+test: fixture-images plugins warden test-tools python-runtime ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins test-tools python-runtime ## run the tests under the race detector
+test-race: fixture-images plugins warden test-tools python-runtime ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 
-bench: fixture-images plugins python-runtime ## run the benchmarks (medians: pipe through benchstat)
+bench: fixture-images plugins warden python-runtime ## run the benchmarks (medians: pipe through benchstat)
 	$(GO) test $(BENCHFLAGS) ./...
 
 lint: ## gofmt, go vet for linux and wasip1
@@ -64,4 +72,4 @@ demo: build base-image ## run the quickstart: fixture tasks with the oracle agen
 	@$(BIN) eval examples/quickstart.toml --out runs/quickstart; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
 clean: ## remove build outputs
-	rm -rf bin $(BUNDLED)/*.wasm
+	rm -rf bin $(BUNDLED)/*.wasm $(WARDEN)/warden-*

@@ -5,7 +5,8 @@
 // and usable for training: up to MaxTurns model calls; it stops when the
 // model answers without tool calls; tool calls of a turn run in order; an
 // unknown tool or invalid JSON arguments are answered to the model, never
-// dispatched; tool failures are data for the model, not Go errors.
+// dispatched; tool failures are data for the model, not Go errors. The
+// tools are hermes-agent's own, reproduced byte for byte (agent/hermes).
 //
 // The package owns the small interfaces it consumes: Model (one chat
 // completion) and Shell (what tools need from a sandbox).
@@ -18,7 +19,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
@@ -106,7 +106,7 @@ var ErrContextLength = errors.New("context length exceeded")
 // Shell is what tools need from a sandbox.
 type Shell interface {
 	Exec(ctx context.Context, cmd string, opts sandbox.ExecOptions) (sandbox.ExecResult, error)
-	ReadFile(ctx context.Context, path string) ([]byte, error)
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, int64, error)
 	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
 }
 
@@ -240,6 +240,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		maxTurns = 60
 	}
 	var prevIDs []int // the last call's prompt and completion ids
+	tools := l.Tools.NewSession(sh)
 	for i := 0; i < maxTurns; i++ {
 		if ctx.Err() != nil {
 			tr.StopReason = StopCancelled
@@ -282,7 +283,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		}
 		for _, call := range msg.ToolCalls {
 			t0 := time.Now()
-			out, failed := l.Tools.Dispatch(ctx, sh, call)
+			out, failed := tools.Dispatch(ctx, call)
 			turn.Tools = append(turn.Tools, ToolTiming{Name: call.Function.Name, Secs: time.Since(t0).Seconds(), Failed: failed})
 			tr.Messages = append(tr.Messages, Message{Role: "tool", ToolCallID: call.ID, Name: call.Function.Name, Content: out})
 		}
@@ -291,25 +292,3 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 	tr.StopReason = StopMaxTurns
 	return tr, nil
 }
-
-// errorJSON is how tools and the loop answer failures to the model.
-func errorJSON(format string, args ...any) string {
-	b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(format, args...)})
-	return string(b)
-}
-
-// Truncate keeps 40% head and 60% tail of outputs over max characters,
-// with a marker saying how much was cut.
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	head := max * 4 / 10
-	tail := max - head
-	return s[:head] + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", len(s)-max, len(s)) + s[len(s)-tail:]
-}
-
-// MaxToolOutput is the cap on what one tool call returns to the model.
-const MaxToolOutput = 50000
-
-func trimOut(s string) string { return Truncate(strings.ToValidUTF8(s, "\uFFFD"), MaxToolOutput) }

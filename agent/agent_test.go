@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"strings"
 	"testing"
 
@@ -36,8 +35,8 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 	  {"tool_calls":[{"name":"write_file","arguments":{"path":"proj/app.py","content":"x = 1\ny = 2\n"}}]},
 	  {"tool_calls":[{"name":"patch","arguments":{"path":"proj/app.py","old_string":"y = 2","new_string":"y = 3"}}]},
 	  {"tool_calls":[{"name":"nope","arguments":{}},{"name":"terminal","arguments":"{\"command\": "}]},
-	  {"tool_calls":[{"name":"terminal","arguments":{"command":"pwd && cat app.py"}}]},
-	  {"tool_calls":[{"name":"read_file","arguments":{"path":"proj/app.py"}}, {"name":"search_files","arguments":{"pattern":"y = ","path":"."}}]},
+	  {"tool_calls":[{"name":"terminal","arguments":{"command":"cat app.py"}}]},
+	  {"tool_calls":[{"name":"read_file","arguments":{"path":"proj/app.py"}}, {"name":"search_files","arguments":{"pattern":"y = ","path":"proj"}}]},
 	  {"content":"finished"}]}`), Tools: tools, MaxTurns: 20, System: "be brief"}
 	tr, err := l.Run(context.Background(), sb, "do it")
 	if err != nil {
@@ -46,7 +45,7 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 	if tr.StopReason != StopDone || len(tr.Turns) != 7 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
-	got, _ := sb.ReadFile(context.Background(), "proj/app.py")
+	got, _, _ := sb.ReadFile(context.Background(), "proj/app.py", 0)
 	if string(got) != "x = 1\ny = 3\n" {
 		t.Fatalf("file after the edits: %q", got)
 	}
@@ -56,7 +55,10 @@ func TestLoopWithToolsAndBadCalls(t *testing.T) {
 			tool = append(tool, m.Content)
 		}
 	}
-	want := []string{"hi", "bytes_written", "+y = 3", "Unknown tool 'nope'. Available tools:", "Invalid JSON in tool arguments", "/proj\\nx = 1", "     2|y = 3", "app.py:2:y = 3"}
+	// hermes runs every command from the working directory: the cd of the
+	// first call is gone by the fifth.
+	want := []string{`"output": "hi"`, `"bytes_written": 12, "dirs_created": true`, `+y = 3`, "Unknown tool 'nope'. Available tools: ['patch', 'process', 'read_file', 'search_files', 'terminal', 'write_file']",
+		"Invalid JSON in tool arguments: Expecting value: line 1 column 13 (char 12)", `cat: app.py: No such file or directory`, `     2|y = 3`, `{"path": "proj/app.py", "line": 2, "content": "y = 3"}`}
 	for i, w := range want {
 		if i >= len(tool) || !strings.Contains(tool[i], w) {
 			t.Errorf("tool result %d: want %q in %q", i, w, tool[min(i, len(tool)-1)])
@@ -78,40 +80,36 @@ func TestMaxTurns(t *testing.T) {
 	}
 }
 
-func TestTruncate(t *testing.T) {
-	s := strings.Repeat("a", 40000) + strings.Repeat("b", 60000)
-	got := Truncate(s, 50000)
-	if !strings.HasPrefix(got, strings.Repeat("a", 20000)+"\n") || !strings.HasSuffix(got, strings.Repeat("b", 30000)) || !strings.Contains(got, "50000 chars omitted") {
-		t.Fatalf("truncation kept the wrong parts")
+// TestLargeAnswersStayJSON: an answer is truncated once, by characters,
+// inside the tool, and always reaches the model as whole JSON. Before,
+// answers over 50,000 characters were cut again after encoding: a
+// 2,000-line read_file arrived cut mid-JSON while saying "truncated":
+// false, and long terminal output carried two notices and a wrong count.
+func TestLargeAnswersStayJSON(t *testing.T) {
+	sb := localShell(t)
+	ctx := context.Background()
+	if _, err := sb.Exec(ctx, `x=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; for i in $(seq 1 2000); do printf 'line %04d %s\n' $i $x; done > big.txt`, sandbox.ExecOptions{}); err != nil {
+		t.Fatal(err)
 	}
-}
-
-type nopShell struct{}
-
-func (nopShell) Exec(context.Context, string, sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, nil
-}
-func (nopShell) ReadFile(context.Context, string) ([]byte, error)             { return []byte("a\nb\n"), nil }
-func (nopShell) WriteFile(context.Context, string, []byte, fs.FileMode) error { return nil }
-
-func FuzzDecodeArgs(f *testing.F) {
-	f.Add(`{"command":"ls"}`)
-	f.Add(`{"command": `)
-	f.Add(``)
-	f.Add(`[1,2]`)
-	f.Fuzz(func(t *testing.T, s string) {
-		raw, err := DecodeArgs(s)
-		if err != nil {
-			return
-		}
+	tools, _ := NewToolset([]string{"terminal", "file"})
+	s := tools.NewSession(sb)
+	do := func(name, args string) map[string]any {
+		out, _ := s.Dispatch(ctx, ToolCall{Function: FunctionCall{Name: name, Arguments: args}})
 		var m map[string]any
-		if json.Unmarshal(raw, &m) != nil {
-			t.Fatalf("accepted %q, which is not an object", s)
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%s %s: the answer (%d bytes) is not JSON: %v", name, args, len(out), err)
 		}
-		tools, _ := NewToolset([]string{"terminal", "file"})
-		for _, tl := range tools.tools {
-			// Decoding into each tool's arguments must not panic.
-			tl.run(context.Background(), nopShell{}, raw)
-		}
-	})
+		return m
+	}
+	r := do("read_file", `{"path": "big.txt", "limit": 2000}`)
+	content := r["content"].(string)
+	if n := strings.Count(content, "\n"); n != 2000 || r["truncated"] != false || !strings.Contains(content, "  2000|line 2000 ") {
+		t.Errorf("read_file of 2,000 lines: %d line ends, truncated %v", n, r["truncated"])
+	}
+	r = do("terminal", `{"command": "cat big.txt big.txt"}`)
+	out := r["output"].(string)
+	if strings.Count(out, "OUTPUT TRUNCATED") != 1 || !strings.Contains(out, "[OUTPUT TRUNCATED - 154000 chars omitted out of 204000 total]") ||
+		!strings.HasPrefix(out, "line 0001 ") || !strings.HasSuffix(out, "line 2000 "+strings.Repeat("x", 40)) {
+		t.Errorf("terminal: %d characters, notice %q", len([]rune(out)), out[19990:20100])
+	}
 }

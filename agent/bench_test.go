@@ -29,8 +29,8 @@ type outShell struct{ out string }
 func (s outShell) Exec(context.Context, string, sandbox.ExecOptions) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{Stdout: s.out}, nil
 }
-func (outShell) ReadFile(context.Context, string) ([]byte, error)        { return nil, nil }
-func (outShell) WriteFile(context.Context, string, []byte, fsMode) error { return nil }
+func (outShell) ReadFile(context.Context, string, int64) ([]byte, int64, error) { return nil, 0, nil }
+func (outShell) WriteFile(context.Context, string, []byte, fsMode) error        { return nil }
 
 // BenchmarkLoopTurn: the loop's own cost per turn, with a model and a
 // shell that take no time.
@@ -70,9 +70,9 @@ func BenchmarkTrajectory60x50KB(b *testing.B) {
 func BenchmarkTerminalTool(b *testing.B) {
 	tools, _ := NewToolset([]string{"terminal"})
 	call := ToolCall{ID: "c", Type: "function", Function: FunctionCall{Name: "terminal", Arguments: `{"command":"ls -la","timeout":30}`}}
-	sh := sleepShell{time.Millisecond}
+	sess := tools.NewSession(sleepShell{time.Millisecond})
 	for b.Loop() {
-		tools.Dispatch(context.Background(), sh, call)
+		sess.Dispatch(context.Background(), call)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)-1000, "µs-over-exec")
 }
@@ -83,7 +83,7 @@ func (s sleepShell) Exec(context.Context, string, sandbox.ExecOptions) (sandbox.
 	time.Sleep(s.d)
 	return sandbox.ExecResult{Stdout: "total 0\n"}, nil
 }
-func (sleepShell) ReadFile(context.Context, string) ([]byte, error)        { return nil, nil }
-func (sleepShell) WriteFile(context.Context, string, []byte, fsMode) error { return nil }
+func (sleepShell) ReadFile(context.Context, string, int64) ([]byte, int64, error) { return nil, 0, nil }
+func (sleepShell) WriteFile(context.Context, string, []byte, fsMode) error        { return nil }
 
 type fsMode = fs.FileMode

@@ -19,7 +19,7 @@ import (
 //	]}
 //
 // "arguments" is an object, or a string sent as is (to replay invalid
-// JSON). When the script runs out, the model answers "done" with no tool
+// JSON); without it the call has no arguments ("{}"). When the script runs out, the model answers "done" with no tool
 // calls, which ends the loop.
 type Script struct {
 	Turns []ScriptTurn `json:"turns"`
@@ -76,7 +76,10 @@ func (r *Replay) Complete(ctx context.Context, _ []Message, _ []Schema) (Reply, 
 	for i, c := range t.ToolCalls {
 		args := string(c.Arguments)
 		var s string
-		if json.Unmarshal(c.Arguments, &s) == nil {
+		switch {
+		case len(c.Arguments) == 0:
+			args = "{}" // no arguments
+		case json.Unmarshal(c.Arguments, &s) == nil:
 			args = s
 		}
 		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: fmt.Sprintf("call_%d_%d", r.next, i), Type: "function", Function: FunctionCall{Name: c.Name, Arguments: args}})

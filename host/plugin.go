@@ -41,7 +41,7 @@ type RepoSource interface {
 
 // Tasks runs tasks.load on a throwaway instance.
 func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
-	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}), Log: e.Log})
+	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}, false), Log: e.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,13 +82,15 @@ func (e *PluginEnv) NewRollout(ctx context.Context, t Task, info RolloutInfo) (R
 	if log == nil {
 		log = slog.Default()
 	}
-	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
+	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi, false), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
 	if err != nil {
 		return nil, err
 	}
 	r.inst = inst
+	// The oracle acts as the agent: its commands run on the agent's side
+	// of an isolated sandbox, and what it starts is the agent's.
 	r.fresh = func(ctx context.Context) (*wasm.Instance, error) {
-		return e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
+		return e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi, true), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
 	}
 	return r, nil
 }
@@ -151,7 +153,7 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
 		Workdir: s.Workdir, Env: s.Env, User: s.User, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		Network: network,
+		DiskMB: s.DiskMB, Network: network, Private: s.Private,
 	}, nil
 }
 
@@ -221,11 +223,15 @@ func (r *pluginRollout) Close(ctx context.Context) error { return r.inst.Close(c
 const maxDownload = 64 << 20
 
 // ops binds the host operations to one rollout (r may be nil for
-// tasks.load, which gets no sandbox).
-func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op {
+// tasks.load, which gets no sandbox); asAgent binds them to the agent's
+// view of the sandbox (the oracle's instance).
+func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo, asAgent bool) map[string]wasm.Op {
 	box := func() (sandbox.Sandbox, error) {
 		if r == nil || r.sb == nil {
 			return nil, &wasm.OpError{Status: abi.StatusError, Err: errors.New("no sandbox in this hook: sandbox operations work from rollout.setup on")}
+		}
+		if asAgent {
+			return sandbox.AgentView(r.sb), nil
 		}
 		return r.sb, nil
 	}
@@ -281,14 +287,18 @@ func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op 
 			if err != nil {
 				return nil, err
 			}
-			b, err := sb.ReadFile(ctx, q.Path)
+			max := q.MaxBytes
+			if max <= 0 || max > abi.MaxReadFile {
+				max = abi.MaxReadFile
+			}
+			b, size, err := sb.ReadFile(ctx, q.Path, max)
 			if errors.Is(err, sandbox.ErrNotFound) {
 				return json.Marshal(abi.ReadFileResponse{Missing: true})
 			}
 			if err != nil {
 				return nil, err
 			}
-			return json.Marshal(abi.ReadFileResponse{Data: b})
+			return json.Marshal(abi.ReadFileResponse{Data: b, Size: size, Truncated: size > int64(len(b))})
 		},
 		abi.OpWriteFile: func(ctx context.Context, req []byte) ([]byte, error) {
 			var q abi.WriteFileRequest

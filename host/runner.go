@@ -362,7 +362,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	agentErr := p.run(ctx, "agent", r.agentTimeout(t), func(actx context.Context) error {
 		var err error
 		out, err = r.Agent.Run(actx, AgentInput{
-			RolloutID: id, Task: t, Attempt: j.attempt, System: system, Prompt: user, Sandbox: sb, Seed: rec.Seed,
+			RolloutID: id, Task: t, Attempt: j.attempt, System: system, Prompt: user, Sandbox: sandbox.AgentView(sb), Seed: rec.Seed,
 			Oracle: ro.Oracle,
 		})
 		if actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
@@ -389,16 +389,34 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 			rec.Transcript = "transcripts/" + name
 		}
 	}
+	if errors.Is(agentErr, sandbox.ErrLimit) {
+		return r.overLimit(rec, agentErr), true
+	}
 	if agentErr != nil {
 		return fail(results.ClassAgent, phaseError("agent", agentErr))
 	}
 
 	var v Verdict
+	var sealNote string
 	if err := p.run(ctx, "verify", r.verifyTimeout(t), func(ctx context.Context) (err error) {
+		// The agent's turn ends: the verifier's folders start empty and
+		// out of reach of anything the agent left running.
+		if iso, ok := sb.(sandbox.Isolated); ok {
+			if sealNote, err = iso.Seal(ctx); errors.Is(err, sandbox.ErrLimit) {
+				return err
+			} else if err != nil {
+				return WithClass(results.ClassSandbox, fmt.Errorf("seal the sandbox for verification: %w", err))
+			}
+		}
 		v, err = ro.Verify(ctx, agentTimedOut)
 		return err
-	}); err != nil {
+	}); errors.Is(err, sandbox.ErrLimit) {
+		return r.overLimit(rec, err), true
+	} else if err != nil {
 		return fail(results.ClassVerifier, phaseError("verify", err))
+	}
+	if sealNote != "" {
+		v.Output = "proctor: " + sealNote + "\n" + v.Output
 	}
 	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
 	if len(r.Rewards) > 0 {
@@ -442,6 +460,15 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		rec.Outcome = results.OutcomeFailed
 	}
 	return rec, true
+}
+
+// overLimit records a rollout whose agent went over a sandbox limit (its
+// disk): the agent's outcome, failed without verification.
+func (r *Runner) overLimit(rec results.Record, err error) results.Record {
+	rec.Outcome = results.OutcomeFailed
+	rec.StopReason = "sandbox_limit"
+	rec.VerifierOutput = "proctor: not verified: " + err.Error()
+	return rec
 }
 
 // phaser runs a phase under its timeout and records its duration.

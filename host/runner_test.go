@@ -33,11 +33,11 @@ func (f *fakeSandbox) WriteFile(ctx context.Context, p string, b []byte, m fs.Fi
 	f.files.Store(p, b)
 	return nil
 }
-func (f *fakeSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
+func (f *fakeSandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
 	if b, ok := f.files.Load(p); ok {
-		return b.([]byte), nil
+		return b.([]byte), int64(len(b.([]byte))), nil
 	}
-	return nil, sandbox.ErrNotFound
+	return nil, 0, sandbox.ErrNotFound
 }
 func (f *fakeSandbox) Upload(ctx context.Context, dir string, r io.Reader) error { return nil }
 func (f *fakeSandbox) Download(ctx context.Context, p string) (io.ReadCloser, error) {
@@ -123,7 +123,7 @@ func (r *fakeRollout) Verify(ctx context.Context, timedOut bool) (Verdict, error
 		if sb == r.sb {
 			return Verdict{}, errors.New("reset returned the agent's sandbox")
 		}
-		if _, err := sb.ReadFile(ctx, "/solved"); err == nil {
+		if _, _, err := sb.ReadFile(ctx, "/solved", 0); err == nil {
 			return Verdict{}, errors.New("the fresh sandbox holds the agent's file")
 		}
 		r.sb = sb
@@ -132,7 +132,7 @@ func (r *fakeRollout) Verify(ctx context.Context, timedOut bool) (Verdict, error
 	if strings.HasPrefix(r.task.ID, "verify-broken") {
 		return Verdict{}, WithClass(results.ClassVerifier, errors.New("no reward written"))
 	}
-	_, err := r.sb.ReadFile(ctx, "/solved")
+	_, _, err := r.sb.ReadFile(ctx, "/solved", 0)
 	if err != nil {
 		return Verdict{Reward: 0}, nil
 	}

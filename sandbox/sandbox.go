@@ -26,9 +26,12 @@ type Sandbox interface {
 	// WriteFile writes data to path (absolute, or relative to the workdir),
 	// creating parent directories.
 	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
-	// ReadFile reads a whole file; a missing file is an error matching
+	// ReadFile reads the first limit bytes of a file (DefaultReadLimit when
+	// limit <= 0) and reports the file's whole size, so a caller knows
+	// when it got less than all of it (size > len(data)); nothing beyond
+	// limit is ever read into memory. A missing file is an error matching
 	// ErrNotFound.
-	ReadFile(ctx context.Context, path string) ([]byte, error)
+	ReadFile(ctx context.Context, path string, limit int64) (data []byte, size int64, err error)
 	// Upload extracts a tar stream into dir, creating it when missing.
 	Upload(ctx context.Context, dir string, tar io.Reader) error
 	// Download returns path (a file or a directory) as a tar stream.
@@ -77,11 +80,49 @@ type Spec struct {
 	CPUs     float64 // CPU limit (default 1)
 	MemoryMB int64   // memory limit in MiB (default 2048)
 	PidsMax  int64   // process limit (default 1024)
+	DiskMB   int64   // what the sandbox may write, in MiB (default 10240)
 	Network  Network // default NetworkNone
+
+	// Private lists absolute folders the plugin's own commands and file
+	// operations own: in a sandbox that implements Isolated, each is an
+	// empty tmpfs only the plugin sees (never the agent or anything it
+	// started), emptied again by Seal. A backend that cannot keep them
+	// apart refuses the spec.
+	Private []string
 
 	// Labels are attached to the sandbox; the runner sets proctor.run and
 	// proctor.rollout so leftovers of a killed run can be found.
 	Labels map[string]string
+}
+
+// Isolated is implemented by sandboxes that keep the agent apart from the
+// plugin. The Sandbox itself is the plugin's: its commands run in a mount
+// namespace where Spec.Private folders are the plugin's own. Agent returns
+// the agent's view: its commands run in PID and mount namespaces of their
+// own without CAP_SYS_ADMIN, so nothing the agent starts (a process left
+// running, a fork bomb, kill -9 -1) can see, signal or trace the plugin's
+// processes or reach its private folders, while services it started stay
+// reachable over the network for the tests. When a command of the agent
+// kills the agent's shell, its next call starts a new one.
+type Isolated interface {
+	Sandbox
+	// Agent returns the agent's view of the sandbox. Closing it ends only
+	// the agent's shell.
+	Agent() Sandbox
+	// Seal ends the agent's turn before verification: the Private folders
+	// are emptied, and when what the agent left running holds so many of
+	// the sandbox's process slots that verification could not start, the
+	// agent's processes are stopped (Seal then says so in its note).
+	Seal(ctx context.Context) (note string, err error)
+}
+
+// AgentView returns the view of sb an agent should get: Isolated's Agent,
+// or sb itself.
+func AgentView(sb Sandbox) Sandbox {
+	if i, ok := sb.(Isolated); ok {
+		return i.Agent()
+	}
+	return sb
 }
 
 // Label keys the runner and `proctor sandbox prune` agree on.
@@ -96,7 +137,9 @@ const (
 	DefaultCPUs      = 1.0
 	DefaultMemoryMB  = 2048
 	DefaultPidsMax   = 1024
-	DefaultMaxOutput = 1 << 20 // bytes kept per stream by Exec
+	DefaultDiskMB    = 10240
+	DefaultMaxOutput = 1 << 20  // bytes kept per stream by Exec
+	DefaultReadLimit = 16 << 20 // bytes ReadFile returns when asked for no limit
 )
 
 // ExecOptions tune one Exec call.
@@ -150,6 +193,10 @@ var (
 	ErrEngine = errors.New("sandbox engine unavailable")
 	// ErrUnsafeArchive: a tar archive tried to escape its target.
 	ErrUnsafeArchive = errors.New("unsafe archive")
+	// ErrLimit: what ran in the sandbox went over one of its limits (the
+	// disk); the agent's processes were stopped. It is the agent's
+	// outcome, not a failure of the sandbox.
+	ErrLimit = errors.New("sandbox over its limit")
 )
 
 // ImageError says which image failed and carries the build log's tail.

@@ -64,18 +64,39 @@ func Exec(req abi.ExecRequest) (abi.ExecResponse, error) {
 // ErrNotFound: the file does not exist in the sandbox.
 var ErrNotFound = fs.ErrNotExist
 
-// ReadFile reads a file from the sandbox; a missing file matches
-// ErrNotFound.
+// ReadFile reads a whole file from the sandbox. A missing file is an
+// error matching ErrNotFound; a file over the host's cap (16 MiB) is an
+// error matching ErrTooLarge: read such files with ReadFileHead.
 func ReadFile(path string) ([]byte, error) {
-	var r abi.ReadFileResponse
-	if err := call(abi.OpReadFile, abi.ReadFileRequest{Path: path}, &r); err != nil {
+	data, size, err := ReadFileHead(path, 0)
+	if err != nil {
 		return nil, err
 	}
-	if r.Missing {
-		return nil, fmt.Errorf("read %s: %w", path, ErrNotFound)
+	if size > int64(len(data)) {
+		return nil, fmt.Errorf("read %s: %d bytes: %w", path, size, ErrTooLarge)
 	}
-	return r.Data, nil
+	return data, nil
 }
+
+// ReadFileHead reads at most max bytes of a file from the start (the host's
+// cap when max is 0) and the file's size: size > len(data) means the rest
+// was left out.
+func ReadFileHead(path string, max int64) (data []byte, size int64, err error) {
+	var r abi.ReadFileResponse
+	if err := call(abi.OpReadFile, abi.ReadFileRequest{Path: path, MaxBytes: max}, &r); err != nil {
+		return nil, 0, err
+	}
+	if r.Missing {
+		return nil, 0, fmt.Errorf("read %s: %w", path, ErrNotFound)
+	}
+	if r.Size < int64(len(r.Data)) {
+		r.Size = int64(len(r.Data))
+	}
+	return r.Data, r.Size, nil
+}
+
+// ErrTooLarge: a file is larger than what was asked for.
+var ErrTooLarge = errors.New("file too large")
 
 // WriteFile writes a file in the sandbox, creating parent folders.
 func WriteFile(path string, data []byte, mode fs.FileMode) error {

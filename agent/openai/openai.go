@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -46,7 +47,16 @@ type Config struct {
 	// request asked, the ids and logprobs an answer carries are kept in the
 	// Reply.
 	ReturnTokens bool
+	// MaxResponseBytes caps an answer's body (default 32 MiB): a larger one
+	// is a model error, never read into memory whole.
+	MaxResponseBytes int64
 }
+
+// DefaultMaxResponseBytes is the cap on an answer's body.
+const DefaultMaxResponseBytes = 32 << 20
+
+// ErrResponseTooLarge: the endpoint sent a body over MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("model response too large")
 
 // Limiter is shared by every rollout of a run.
 type Limiter struct {
@@ -127,9 +137,53 @@ func NewFactory(cfg Config, lim *Limiter) *Factory {
 	if key == "" {
 		key = "none"
 	}
-	c := oa.NewClient(option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0))
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	c := oa.NewClient(option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithMiddleware(capBody(cfg.MaxResponseBytes)))
 	return &Factory{cfg: cfg, c: c, lim: lim}
 }
+
+// capBody makes every answer's body fail once it has given max bytes.
+func capBody(max int64) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		resp, err := next(req)
+		if err == nil && resp != nil && resp.Body != nil {
+			if resp.ContentLength > max {
+				resp.Body.Close()
+				return nil, fmt.Errorf("%w: the endpoint announces %d bytes, over the %d-byte cap ([model] max_response_mb)", ErrResponseTooLarge, resp.ContentLength, max)
+			}
+			resp.Body = &cappedBody{rc: resp.Body, left: max}
+		}
+		return resp, err
+	}
+}
+
+// cappedBody reads at most left bytes, then fails.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the cap from a longer one.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("%w: over the cap ([model] max_response_mb)", ErrResponseTooLarge)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // New makes the client of one rollout, with its own retry budget.
 func (f *Factory) New() *Client { return &Client{f: f, left: f.cfg.RetryBudget} }
@@ -246,7 +300,7 @@ func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []age
 		}
 		last = err
 		if c.left <= 0 {
-			return agent.Reply{}, fmt.Errorf("%w after %d tries: %v", ErrBudget, attempt+1, last)
+			return agent.Reply{}, fmt.Errorf("%w after %d tries: %w", ErrBudget, attempt+1, last)
 		}
 		c.left--
 		wait := backoff(c.f.cfg.BaseBackoff, c.f.cfg.MaxBackoff, attempt)
@@ -399,7 +453,7 @@ func classify(ctx, rctx context.Context, err error) error {
 			}
 		}
 		if status == http.StatusTooManyRequests || status >= 500 || status == http.StatusRequestTimeout || status == 409 {
-			re := &retryError{fmt.Errorf("model endpoint: HTTP %d: %s", status, apiErr.Message)}
+			re := &retryError{&statusError{status: status, msg: apiErr.Message, err: apiErr}}
 			return &afterError{re, retryAfter(apiErr.Response)}
 		}
 		return fmt.Errorf("model endpoint: HTTP %d: %s (not retried: fix the request, the model name or the key)", status, apiErr.Message)
@@ -407,11 +461,27 @@ func classify(ctx, rctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if errors.Is(err, ErrResponseTooLarge) {
+		return fmt.Errorf("model endpoint: %w", err)
+	}
 	if rctx.Err() != nil {
 		return &retryError{fmt.Errorf("model request timed out: %w", err)}
 	}
 	return &retryError{fmt.Errorf("model endpoint: %w", err)}
 }
+
+// statusError is an endpoint's HTTP error; errors.As still finds the
+// client's own error (and its response) behind it.
+type statusError struct {
+	status int
+	msg    string
+	err    error
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("model endpoint: HTTP %d: %s", e.status, e.msg)
+}
+func (e *statusError) Unwrap() error { return e.err }
 
 // afterError carries the server's Retry-After.
 type afterError struct {

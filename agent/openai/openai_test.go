@@ -1,13 +1,20 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	oa "github.com/openai/openai-go/v3"
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
@@ -114,12 +121,12 @@ func TestLoopAgainstScriptedServer(t *testing.T) {
 	if tr.StopReason != agent.StopDone || len(tr.Turns) != 5 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
-	b, _ := sb.ReadFile(context.Background(), "app/main.py")
+	b, _, _ := sb.ReadFile(context.Background(), "app/main.py", 0)
 	if string(b) != "print('hello')\n" {
 		t.Fatalf("file: %q", b)
 	}
 	js, _ := json.Marshal(tr)
-	for _, want := range []string{"Invalid JSON in tool arguments", "Unknown tool 'browser'", `hello\\n`} {
+	for _, want := range []string{"Invalid JSON in tool arguments", "Unknown tool 'browser'", `{\"output\": \"hello\", \"exit_code\": 0, \"error\": null}`} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("trajectory lacks %q", want)
 		}
@@ -251,5 +258,51 @@ func TestSampling(t *testing.T) {
 				t.Errorf("sent max_tokens %v", body["max_tokens"])
 			}
 		})
+	}
+}
+
+// An endpoint that answers with a gigabyte costs a bounded read: the
+// answer is a model error, not 1 GiB in memory (it once took proctor to
+// 5.9 GB).
+func TestHugeResponseIsRefused(t *testing.T) {
+	for _, declared := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if declared {
+				w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"choices":[{"message":{"content":"`))
+			chunk := bytes.Repeat([]byte("a"), 1<<20)
+			for range 1024 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+			w.Write([]byte(`"}}]}`))
+		}))
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c := NewFactory(Config{BaseURL: srv.URL, Model: "m", MaxResponseBytes: 8 << 20, RetryBudget: 2, BaseBackoff: time.Millisecond}, NewLimiter(1)).New()
+		_, err := c.Complete(context.Background(), hello, nil)
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		srv.Close()
+		if !errors.Is(err, ErrResponseTooLarge) {
+			t.Errorf("declared=%v: want ErrResponseTooLarge, got %v", declared, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+			t.Errorf("declared=%v: reading the answer allocated %d MiB", declared, grew>>20)
+		}
+	}
+}
+
+// The budget's error keeps its cause: errors.As finds the endpoint's 5xx.
+func TestBudgetErrorKeepsCause(t *testing.T) {
+	srv := openaitest.New(openaitest.Step{Status: 503}, openaitest.Step{Status: 503})
+	defer srv.Close()
+	_, err := client(srv, Config{RetryBudget: 1}).Complete(context.Background(), hello, nil)
+	var apiErr *oa.Error
+	if !errors.Is(err, ErrBudget) || !errors.As(err, &apiErr) || apiErr.StatusCode != 503 {
+		t.Fatalf("want the budget error wrapping the 503, got %v", err)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/bundled"
+	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 )
 
@@ -45,6 +47,7 @@ func (c doctorCmd) Run(g *globals) error {
 				hint: "build it from Debian packages with `make base-image`"})
 		default:
 			checks = append(checks, check{name: "base image", ok: true, info: c.Image})
+			checks = append(checks, isolationChecks(ctx, c.Image)...)
 		}
 	}
 
@@ -88,6 +91,46 @@ func (c doctorCmd) Run(g *globals) error {
 		return &infraError{err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
 	}
 	return nil
+}
+
+// isolationChecks starts one isolated sandbox from image and tries, as the
+// agent, what the isolation must refuse; and says how the engine holds
+// sandboxes to their disk limit.
+func isolationChecks(ctx context.Context, image string) []check {
+	b, err := docker.New()
+	if err != nil {
+		return []check{{name: "sandbox isolation", info: err.Error()}}
+	}
+	defer b.Close()
+	var out []check
+	iso := check{name: "sandbox isolation", hint: "the engine must allow CAP_SYS_ADMIN in a container's bounding set (the warden uses it and drops it before the agent runs); set [sandbox] isolation = false only for trusted agents"}
+	sb, err := b.Start(ctx, sandbox.Spec{Image: image, Private: []string{"/tests"}, Labels: map[string]string{sandbox.LabelRun: "proctor-doctor"}})
+	if err != nil {
+		iso.info = err.Error()
+	} else {
+		r, err := sb.(sandbox.Isolated).Agent().Exec(ctx, "unshare --mount true 2>/dev/null && echo ESCAPED; ls /tests", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		_, serr := sb.(sandbox.Isolated).Seal(ctx)
+		switch {
+		case err != nil:
+			iso.info = err.Error()
+		case serr != nil:
+			iso.info = serr.Error()
+		case strings.Contains(r.Stdout, "ESCAPED"):
+			iso.info = "the agent could make namespaces of its own"
+		default:
+			iso.ok = true
+			iso.info = "the agent runs in its own PID and mount namespaces without CAP_SYS_ADMIN; the verifier's folders are private"
+		}
+		sb.Close(context.WithoutCancel(ctx))
+	}
+	out = append(out, iso)
+	mode, err := b.DiskLimit(ctx, image)
+	if err != nil {
+		out = append(out, check{name: "disk limit", info: err.Error()})
+	} else {
+		out = append(out, check{name: "disk limit", ok: true, info: mode})
+	}
+	return out
 }
 
 func diskCheck(name, dir string, want uint64) check {

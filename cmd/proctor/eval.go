@@ -200,6 +200,9 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 				if c.Sandbox.PidsMax > 0 {
 					s.PidsMax = c.Sandbox.PidsMax
 				}
+				if s.DiskMB <= 0 {
+					s.DiskMB = c.Sandbox.DiskMB
+				}
 				s.Pull = c.Sandbox.Pull
 			},
 			Cost: func(u results.Usage) float64 {

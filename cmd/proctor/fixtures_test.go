@@ -151,36 +151,45 @@ func TestTB2Datasets(t *testing.T) {
 
 // TestSwesmithFixturesCurrent runs the generator of the SWE-smith fixture
 // instances (testdata/swesmith/mkinstances.py, which breaks the fixture
-// repository's functions and runs its tests) in the fixture image, and
-// checks that instances.jsonl is exactly what it makes, so every row's
+// repositories' functions and runs their tests) in each fixture image, and
+// checks that every instance file is exactly what it makes, so every row's
 // FAIL_TO_PASS and PASS_TO_PASS lists are what the tests really do
-// (-update rewrites the file).
+// (-update rewrites the files).
 func TestSwesmithFixturesCurrent(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir, err := filepath.Abs("../../testdata/swesmith")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const image = "proctor-swesmith-fixture:2"
-	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
-		t.Fatalf("no image %s: run `make fixture-images`", image)
-	}
-	cmd := exec.Command("docker", "run", "--rm", "--network", "none", "-v", dir+":/fx:ro", image, "python3", "/fx/mkinstances.py")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("mkinstances.py: %v\n%s", err, stderr.String())
-	}
-	path := filepath.Join(dir, "instances.jsonl")
-	if *update {
-		os.WriteFile(path, out, 0o644)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil || !bytes.Equal(got, out) {
-		t.Fatalf("%s is not what mkinstances.py makes: run go test ./cmd/proctor -run SwesmithFixturesCurrent -update", path)
-	}
-	if n := bytes.Count(out, []byte("\n")); n < 6 {
-		t.Fatalf("mkinstances.py made %d instances, want at least 5 and the stale one", n)
+	for _, fx := range []struct {
+		image, file string
+		args        []string
+		min         int
+	}{
+		{"proctor-swesmith-fixture:2", "instances.jsonl", nil, 6}, // at least 5 and the stale one
+		{"proctor-swesmith-textkit:1", "textkit-pytest.jsonl", []string{"textkit", "pytest"}, 4},
+		{"proctor-swesmith-textkit:1", "textkit-unittest.jsonl", []string{"textkit", "unittest"}, 4},
+	} {
+		if err := exec.Command("docker", "image", "inspect", fx.image).Run(); err != nil {
+			t.Fatalf("no image %s: run `make fixture-images`", fx.image)
+		}
+		cmd := exec.Command("docker", append([]string{"run", "--rm", "--network", "none", "-v", dir + ":/fx:ro", fx.image, "python3", "/fx/mkinstances.py"}, fx.args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("mkinstances.py %v: %v\n%s", fx.args, err, stderr.String())
+		}
+		path := filepath.Join(dir, fx.file)
+		if *update {
+			os.WriteFile(path, out, 0o644)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, out) {
+			t.Fatalf("%s is not what mkinstances.py makes: run go test ./cmd/proctor -run SwesmithFixturesCurrent -update", path)
+		}
+		if n := bytes.Count(out, []byte("\n")); n < fx.min {
+			t.Fatalf("mkinstances.py %v made %d instances, want at least %d", fx.args, n, fx.min)
+		}
 	}
 }

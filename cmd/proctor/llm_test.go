@@ -46,7 +46,7 @@ func TestLLMRolloutSolvesTask(t *testing.T) {
 		t.Fatalf("results: %s", res)
 	}
 	tr, _ := os.ReadFile(filepath.Join(out, "transcripts", "hello-file.0.try0.json"))
-	if !strings.Contains(string(tr), `"output": "0\n"`) && !strings.Contains(string(tr), `\"output\":\"0\\n\"`) {
+	if !strings.Contains(string(tr), `{\"output\": \"0\", \"exit_code\": 0, \"error\": null}`) {
 		t.Errorf("the key's variable reached the sandbox, or the transcript lacks the tool output:\n%s", tr)
 	}
 	filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {

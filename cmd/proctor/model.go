@@ -52,6 +52,7 @@ func modelFactory(c *config.Config, temp *float64, lim *openai.Limiter) (*openai
 		BaseURL: c.Model.BaseURL, Model: c.Model.Name, APIKey: key,
 		Temperature: temp, MaxTokens: c.Model.MaxTokens, ExtraBody: c.Model.ExtraBody,
 		RequestTimeout: c.Model.RequestTimeout.Duration, RetryBudget: c.Model.RetryBudget,
-		ReturnTokens: c.Model.ReturnTokens,
+		ReturnTokens:     c.Model.ReturnTokens,
+		MaxResponseBytes: c.Model.MaxResponseMB << 20,
 	}, lim), nil
 }

@@ -10,12 +10,17 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/python"
 )
 
 // TestMain lets testscript run this test binary as the real `proctor`
 // command inside scripts.
 func TestMain(m *testing.M) {
+	if err := sandboxtest.EnsureWarden(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	testscript.Main(m, map[string]func(){
 		"proctor": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
@@ -37,6 +42,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("TB2_WASM", wasmtest.Build(t, "./plugins/tb2"))
 			env.Setenv("EXAMPLE_WASM", wasmtest.Build(t, "./plugins/example"))
 			env.Setenv("SWESMITH_WASM", wasmtest.Build(t, "./plugins/swesmith"))
+			env.Setenv("SWESHAPED_WASM", wasmtest.Build(t, "./plugins/sweshaped"))
 			env.Setenv("TOOLSTATS_WASM", wasmtest.Build(t, "./plugins/toolstats"))
 			env.Setenv("JUDGE_WASM", wasmtest.Build(t, "./plugins/judge"))
 			env.Setenv("LOUD_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/loud"))
@@ -49,7 +55,7 @@ func TestScripts(t *testing.T) {
 			}
 			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
-			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "DOCKER_HOST", "HOME"} {
+			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
 				}

@@ -185,9 +185,9 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx context.Context, runID string) (int, error), error) {
 	switch c.Sandbox.Backend {
 	case "local":
-		return local.Backend{}, nil, nil
+		return local.Backend{}, local.Backend{}.Prune, nil
 	default:
-		b, err := docker.New()
+		b, err := docker.New(docker.WithIsolation(c.Sandbox.Isolated()))
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			_, err = b.Ping(pctx)
@@ -222,13 +222,13 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err, hint: "agent.script is relative to the config file's folder"}
 		}
-		tools, err := agent.NewToolset(c.Agent.Tools)
+		tools, err := agent.NewToolsetWith(c.Agent.Tools, agent.ToolOptions{CommandTimeout: c.Agent.TerminalTimeout})
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
 		return loopAgent(func(host.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
-		tools, err := agent.NewToolset(c.Agent.Tools)
+		tools, err := agent.NewToolsetWith(c.Agent.Tools, agent.ToolOptions{CommandTimeout: c.Agent.TerminalTimeout})
 		if err != nil {
 			return nil, &usageError{err: err}
 		}

@@ -15,7 +15,7 @@ import (
 var files embed.FS
 
 // Known lists the short names of the plugins proctor ships, built or not.
-var Known = []string{"tb2", "swesmith"}
+var Known = []string{"tb2", "swesmith", "sweshaped"}
 
 // Lookup returns the wasm bytes of a bundled plugin by its short name.
 func Lookup(name string) ([]byte, error) {

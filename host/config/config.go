@@ -75,6 +75,9 @@ type Model struct {
 	// as the request's "seed", so sampling can be replayed where the
 	// endpoint honours it.
 	SendSeed bool `toml:"send_seed" json:"send_seed"`
+	// MaxResponseMB caps one answer's body (default 32); a larger answer
+	// is a model error.
+	MaxResponseMB int64 `toml:"max_response_mb" json:"max_response_mb,omitempty"`
 }
 
 // Process is the [process] section: rollout generation for training
@@ -109,6 +112,10 @@ type Agent struct {
 	Tools        []string `toml:"tools" json:"tools"`
 	SystemPrompt string   `toml:"system_prompt" json:"system_prompt,omitempty"`
 	Script       string   `toml:"script" json:"script,omitempty"`
+
+	// TerminalTimeout is hermes' TERMINAL_TIMEOUT in seconds: a terminal
+	// command's default time limit and the longest process wait.
+	TerminalTimeout int `toml:"terminal_timeout" json:"terminal_timeout"`
 }
 
 // Sandbox is the [sandbox] section.
@@ -118,8 +125,20 @@ type Sandbox struct {
 	CPUs     float64 `toml:"cpus" json:"cpus,omitempty"`
 	MemoryMB int64   `toml:"memory_mb" json:"memory_mb,omitempty"`
 	PidsMax  int64   `toml:"pids_max" json:"pids_max,omitempty"`
-	Pull     bool    `toml:"pull" json:"pull"`
+	// DiskMB is what a sandbox may write, for tasks that set no limit of
+	// their own (default 10240).
+	DiskMB int64 `toml:"disk_mb" json:"disk_mb,omitempty"`
+	Pull   bool  `toml:"pull" json:"pull"`
+	// Isolation keeps the agent's processes apart from the verifier's
+	// (docker: the warden's namespaces, which need CAP_SYS_ADMIN in the
+	// container's bounding set). Default true; off only for engines that
+	// refuse the capability, and then tasks with private verifier folders
+	// cannot run.
+	Isolation *bool `toml:"isolation" json:"isolation,omitempty"`
 }
+
+// Isolated reports whether sandboxes keep the agent apart (the default).
+func (s Sandbox) Isolated() bool { return s.Isolation == nil || *s.Isolation }
 
 // Env is the [env] section: the environment plugin and its config.
 type Env struct {
@@ -459,6 +478,9 @@ func (c *Config) defaults() {
 	if c.Agent.Tools == nil {
 		c.Agent.Tools = []string{"terminal", "file"}
 	}
+	if c.Agent.TerminalTimeout == 0 {
+		c.Agent.TerminalTimeout = 180
+	}
 	if c.Model.RequestTimeout.Duration == 0 {
 		c.Model.RequestTimeout.Duration = 10 * time.Minute
 	}
@@ -540,11 +562,26 @@ func (c *Config) validate(data []byte) error {
 			return err
 		}
 	}
+	if c.Agent.TerminalTimeout < 0 {
+		return bad("agent.terminal_timeout", fmt.Sprintf("terminal_timeout is %d", c.Agent.TerminalTimeout), "give seconds, e.g. 300 as hermes' Terminal-Bench 2 environment uses")
+	}
 	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
 		return err
 	}
 	if err := oneOf("sandbox.network", c.Sandbox.Network, "none", "host"); err != nil {
 		return err
+	}
+	switch {
+	case c.Model.MaxResponseMB < 0:
+		return bad("model.max_response_mb", "must not be negative", "")
+	case c.Sandbox.CPUs < 0:
+		return bad("sandbox.cpus", "must not be negative", "")
+	case c.Sandbox.MemoryMB < 0:
+		return bad("sandbox.memory_mb", "must not be negative", "")
+	case c.Sandbox.PidsMax < 0:
+		return bad("sandbox.pids_max", "must not be negative", "")
+	case c.Sandbox.DiskMB < 0:
+		return bad("sandbox.disk_mb", "must not be negative", "")
 	}
 	if c.Agent.Kind == "llm" {
 		if c.Model.Name == "" {

@@ -35,6 +35,7 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nname='a'", "reward.plugin", "every [[reward]]"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nname='s'\n[[reward]]\nplugin='b.wasm'\nname='s'", "two [[reward]] tables are named", ""},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nwieght=1", "reward.wieght: unknown key", `"reward.weight"`},
+		{"[agent]\nkind='nop'\nterminal_timeout = -5\n[env]\nplugin='x'", "x.toml:3: agent.terminal_timeout", "300"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
@@ -58,6 +59,9 @@ func TestSetOverrides(t *testing.T) {
 		[]string{"agent.max_turns=7", "env.config.tasks=[\"a\",\"b\"]", "run.name=hello world", "run.agent_timeout=90s"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Agent.TerminalTimeout != 180 {
+		t.Errorf("terminal_timeout defaults to %d, want hermes' 180", c.Agent.TerminalTimeout)
 	}
 	if c.Agent.MaxTurns != 7 || c.Run.Name != "hello world" || c.Run.AgentTimeout.Seconds() != 90 || string(c.PluginConfig()) != `{"a":1,"tasks":["a","b"]}` {
 		t.Fatalf("%+v %s", c, c.PluginConfig())

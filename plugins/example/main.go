@@ -21,7 +21,7 @@ func main() {}
 
 // config is the run's [env.config] table.
 type config struct {
-	Image   string `json:"image"`
+	Image   string `json:"image"`   // "none": no image, for the local backend
 	Dataset string `json:"dataset"` // optional JSONL/JSON/parquet rows with id, text
 	Tasks   []item `json:"tasks"`
 }
@@ -94,7 +94,11 @@ func task(r abi.RolloutRequest) (item, error) {
 
 func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	c, err := parse(r.Config)
-	return abi.SandboxSpec{Image: c.Image, Workdir: "/work"}, err
+	img := c.Image
+	if img == "none" {
+		img = "" // no image: the local backend's tasks
+	}
+	return abi.SandboxSpec{Image: img, Workdir: "/work"}, err
 }
 
 func (*env) Setup(r abi.RolloutRequest) error {

@@ -20,8 +20,14 @@
 // the tests in place, applies the diff and runs the tests there, as
 // SWE-smith and SWE-bench grade a patch in a new container. Nothing the
 // agent left outside /testbed (a PATH, a .pth file, a background process)
-// is there. Resolved only when every listed test passes (XFAIL counts as a
-// pass, a missing or skipped test as a failure).
+// is there.
+//
+// Two gradings. Strict (the default): resolved only when every listed
+// test passes (XFAIL counts as a pass, a missing or skipped test as a
+// failure), with pytest's JUnit report or `go test -json`. Swesmith:
+// SWE-smith's own harness, for scores comparable with it: the
+// repository's test command and log parser from SWE-smith's profiles, and
+// its rule that a test the log does not mention passes.
 //
 // Built only against the public SDK.
 package main
@@ -75,6 +81,11 @@ type Config struct {
 	TestSetup *string `json:"test_setup"`
 	// GoTestFlags are extra flags for `go test -json` on Go rows.
 	GoTestFlags string `json:"go_test_flags"`
+	// Grading is strict or swesmith.
+	Grading string `json:"grading"`
+	// Profiles give repositories (owner/repo) a test command and log
+	// parser for the swesmith grading, over SWE-smith's own.
+	Profiles map[string]Profile `json:"profiles"`
 }
 
 // duration is a Go duration string in the config ("300s", "30m").
@@ -119,8 +130,23 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if c.PromptTemplate == "" {
 		c.PromptTemplate = defaultTemplate
 	}
+	switch c.Grading {
+	case "":
+		c.Grading = gradingStrict
+	case gradingStrict, gradingSwesmith:
+	default:
+		return c, fmt.Errorf("env.config.grading is %q: use strict (every listed test must pass) or swesmith (SWE-smith's harness)", c.Grading)
+	}
+	if err := checkProfiles(c.Profiles); err != nil {
+		return c, err
+	}
 	if c.TestTimeout == 0 {
+		// SWE-smith's eval harness gives the tests 4×TIMEOUT, 480s
+		// (swesmith/harness/eval.py, swesmith/constants.py).
 		c.TestTimeout = duration(300 * time.Second)
+		if c.Grading == gradingSwesmith {
+			c.TestTimeout = duration(480 * time.Second)
+		}
 	}
 	if c.AgentTimeout == 0 {
 		c.AgentTimeout = duration(30 * time.Minute)
@@ -224,6 +250,21 @@ func (in Instance) tests() []string {
 	return append(slices.Clone(in.FailToPass), in.PassToPass...)
 }
 
+// listedTest is a listed test and its group, FAIL_TO_PASS or PASS_TO_PASS.
+type listedTest struct{ id, group string }
+
+// grouped are the listed tests with their groups, in the order of tests.
+func (in Instance) grouped() []listedTest {
+	var out []listedTest
+	for _, id := range in.FailToPass {
+		out = append(out, listedTest{id, "FAIL_TO_PASS"})
+	}
+	for _, id := range in.PassToPass {
+		out = append(out, listedTest{id, "PASS_TO_PASS"})
+	}
+	return out
+}
+
 // ref is the commit or ref clone mode checks out: base_commit, or else the
 // instance's own branch, as SWE-smith's mirrors keep every instance.
 func (in Instance) ref() string {
@@ -256,12 +297,13 @@ type env struct {
 	base     string          // the commit the agent's history starts from
 	top      map[string]bool // the names at the top of that commit
 	gradeRef string          // clone mode: the commit grading checks out
+	hidden   []string        // the FAIL_TO_PASS test files hidden from the agent
 }
 
 func (*env) Manifest() abi.Manifest {
 	return abi.Manifest{
 		Name:         "swesmith",
-		Version:      "0.2.0",
+		Version:      "0.3.0",
 		Description:  "SWE-smith instances: the bugged repository at /testbed, graded on FAIL_TO_PASS and PASS_TO_PASS in a fresh sandbox",
 		Capabilities: []string{abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpDatasetRead, abi.OpReset},
 		// Clone mode only; a run of image-mode rows need not grant it.
@@ -271,7 +313,9 @@ func (*env) Manifest() abi.Manifest {
 			`"python_only":{"type":"boolean"},"max_items":{"type":"integer"},"shuffle_seed":{"type":"integer"},"image":{"type":"string"},` +
 			`"prompt_template":{"type":"string"},"extra_text":{"type":"string"},"test_timeout":{"type":"string"},"agent_timeout":{"type":"string"},` +
 			`"mode":{"enum":["auto","image","clone"]},"repo_url":{"type":"string"},"clone_image":{"type":"string"},"install_cmd":{"type":"string"},` +
-			`"test_setup":{"type":"string"},"go_test_flags":{"type":"string"}}}`),
+			`"test_setup":{"type":"string"},"go_test_flags":{"type":"string"},"grading":{"enum":["strict","swesmith"]},` +
+			`"profiles":{"type":"object","additionalProperties":{"type":"object","required":["test_cmd"],"additionalProperties":false,` +
+			`"properties":{"test_cmd":{"type":"string"},"log_parser":{"type":"string"}}}}}}`),
 	}
 }
 
@@ -315,6 +359,9 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 			continue
 		}
 		m, err := mode(c, in)
+		if err == nil {
+			err = gradable(c, in)
+		}
 		if err != nil {
 			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: in.ID, Reason: err.Error()})
 			continue

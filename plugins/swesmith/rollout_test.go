@@ -157,3 +157,57 @@ func TestRolloutNative(t *testing.T) {
 		}
 	})
 }
+
+// TestRolloutSwesmithNative grades Go rollouts natively with the swesmith
+// grading and a gotest profile: SWE-smith's eval script, log and rule. An
+// empty change resolves nothing (SWE-smith cannot apply an empty patch);
+// a change that breaks the build leaves no test in the log, which
+// SWE-smith's harness before SWE-bench/SWE-smith#95 counts as every test
+// passing, while the strict grading fails it.
+func TestRolloutSwesmithNative(t *testing.T) {
+	repo := goRepo(t)
+	swesmith := func(t *testing.T) (*sdktest.Host, abi.RolloutRequest) {
+		h, req := emulated(t, repo)
+		req.Config, _ = json.Marshal(map[string]any{"dataset": "d", "test_setup": "", "grading": "swesmith",
+			"profiles": map[string]any{"example/calc": map[string]string{"test_cmd": "go test -v -count=1 ./...", "log_parser": "gotest"}}})
+		if err := sdktest.Call(abi.HookSetup, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		return h, req
+	}
+	const fix = `sed -i '0,/return a - b/s//return a + b/' calc.go`
+	for _, tc := range []struct {
+		name, edit string
+		passed     bool
+		ran        float64
+		status     string // of TestSub, the PASS_TO_PASS test
+		output     string
+	}{
+		{"Nop", "", false, 0, "missing", "fails to apply an empty patch"},
+		{"Fix", fix, true, 1, "passed", "--- PASS: TestAdd"},
+		{"FixBreakingSub", fix + ` && sed -i 's/return a - b/return b - a/' calc.go`, false, 1, "failed", "--- FAIL: TestSub"},
+		{"BuildBroken", `echo 'func broken(' >> calc.go`, true, 1, "missing", "0 test results in the log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, req := swesmith(t)
+			if tc.edit != "" {
+				sh(t, h.Path("/testbed"), tc.edit)
+			}
+			v := verify(t, req)
+			if v.Passed != tc.passed || v.Scores["tests_ran"] != tc.ran || v.Scores["grading_swesmith"] != 1 ||
+				!strings.HasPrefix(v.Output, "grading: swesmith\n") || v.Tests[1].Status != tc.status || !strings.Contains(v.Output, tc.output) {
+				t.Errorf("%+v", v)
+			}
+		})
+	}
+	t.Run("StrictFailsBrokenBuild", func(t *testing.T) {
+		h, req := emulated(t, repo)
+		if err := sdktest.Call(abi.HookSetup, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		sh(t, h.Path("/testbed"), `echo 'func broken(' >> calc.go`)
+		if v := verify(t, req); v.Passed || v.Scores["tests_ran"] != 0 || v.Scores["grading_strict"] != 1 || !strings.HasPrefix(v.Output, "grading: strict\n") {
+			t.Errorf("%+v", v)
+		}
+	})
+}

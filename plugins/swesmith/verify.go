@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -12,16 +13,32 @@ import (
 
 // Verify grades the agent's changes in a fresh sandbox: read them from the
 // agent's checkout, reset, prepare the same bugged checkout with every test
-// in place, apply them, run the listed tests.
+// in place, apply them, run the tests and grade them as the config's
+// grading says. The verdict says which grading it used: the first line of
+// its output and a score named grading_<mode>.
 func (e *env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	in, c, err := instance(r.RolloutRequest)
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
+	v, err := e.verify(c, in)
+	if err != nil {
+		return v, err
+	}
+	v.Output = "grading: " + c.Grading + "\n" + v.Output
+	v.Scores["grading_"+c.Grading] = 1
+	return v, nil
+}
+
+func (e *env) verify(c Config, in Instance) (abi.VerifyResponse, error) {
 	if e.base == "" {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "instance %s: setup did not run, so there is nothing to compare the agent's checkout with", in.ID)
 	}
-	ac, err := collectChanges(e.base, Grading{Listed: listed(in), Bug: patchPaths(in.Patch), Top: e.top})
+	g := Grading{Listed: listed(in), Bug: patchPaths(in.Patch), Top: e.top}
+	for _, f := range e.hidden {
+		g.Listed[path.Clean(f)] = true
+	}
+	ac, err := collectChanges(e.base, g)
 	if errors.Is(err, errUnreadable) {
 		return notGraded(in, err.Error()), nil
 	}
@@ -29,6 +46,9 @@ func (e *env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "read the agent's changes: %v", err)
 	}
 	note := droppedNote(ac.Dropped)
+	if c.Grading == gradingSwesmith && len(ac.Patch) == 0 {
+		return notGraded(in, note+"no change to grade: SWE-smith's harness fails to apply an empty patch, so it resolves nothing"), nil
+	}
 	if err := sdk.ResetSandbox(); err != nil {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "start a fresh sandbox to grade in: %v", err)
 	}
@@ -40,6 +60,11 @@ func (e *env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 			return notGraded(in, note+err.Error()+":\n"+out), nil
 		}
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "apply the agent's changes: %v", err)
+	}
+	if c.Grading == gradingSwesmith {
+		v, err := runSwesmith(c, in)
+		v.Output = note + v.Output
+		return v, err
 	}
 	var t testRun
 	if isGo(in) {
@@ -81,34 +106,31 @@ func (d duration) String() string { return strconv.FormatFloat(d.seconds(), 'f',
 func notGraded(in Instance, why string) abi.VerifyResponse {
 	v := Grade(in, nil)
 	v.Output = why
+	v.Scores["tests_ran"] = 0
 	return v
 }
 
-// Grade applies SWE-smith's rule: resolved only when every FAIL_TO_PASS and
+// Grade applies the strict rule (SWE-bench's, and hermes-agent's, whose
+// pytest run must pass): resolved only when every FAIL_TO_PASS and
 // PASS_TO_PASS test passed; XFAIL counts as passed, a missing test as
 // failed. A skipped test counts as failed too (SWE-smith leaves skips out,
 // which lets a FAIL_TO_PASS test that was made to skip resolve an
-// instance).
+// instance). Its scores say the tests ran (tests_ran 1).
 func Grade(in Instance, got map[string]string) abi.VerifyResponse {
-	var v abi.VerifyResponse
+	v := abi.VerifyResponse{Scores: map[string]float64{"tests_ran": 1}}
 	ok := true
-	for _, group := range []struct {
-		name string
-		ids  []string
-	}{{"FAIL_TO_PASS", in.FailToPass}, {"PASS_TO_PASS", in.PassToPass}} {
-		for _, id := range group.ids {
-			st, found := got[id]
-			switch {
-			case !found:
-				st = "missing"
-			case st == "xfail":
-				st = "passed"
-			}
-			if st != "passed" {
-				ok = false
-			}
-			v.Tests = append(v.Tests, abi.TestResult{Name: id, Status: st, Message: group.name})
+	for _, t := range in.grouped() {
+		st, found := got[t.id]
+		switch {
+		case !found:
+			st = "missing"
+		case st == "xfail":
+			st = "passed"
 		}
+		if st != "passed" {
+			ok = false
+		}
+		v.Tests = append(v.Tests, abi.TestResult{Name: t.id, Status: st, Message: t.group})
 	}
 	v.Passed = ok
 	if ok {

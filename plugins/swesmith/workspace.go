@@ -130,9 +130,10 @@ func checkout(c Config, in Instance, ref, dir string) error {
 }
 
 // failingTests finds the files of the FAIL_TO_PASS tests in the checkout
-// at dir: the listed files (Python), or the _test.go files that define the
-// tests (Go). gone is set when they are not there at all, as at the end
-// of a SWE-smith instance branch, whose last commit removed them.
+// at dir: the listed files (pytest ids), the modules unittest-style ids
+// name, or the _test.go files that define the tests (Go). gone is set
+// when some are not there, as at the end of a SWE-smith instance branch,
+// whose last commit removed them.
 func failingTests(in Instance, dir string) (files []string, gone bool, err error) {
 	if isGo(in) {
 		var names []string
@@ -150,12 +151,60 @@ func failingTests(in Instance, dir string) (files []string, gone bool, err error
 		return files, len(files) == 0, nil
 	}
 	listed := testFiles(in.FailToPass)
-	res, err := runIn(dir, "setup", "look for the tests", "for f in "+quoteAll(listed)+`; do [ -e "$f" ] && printf '%s\n' "$f"; done; true`, setupMs)
+	var modules [][]string
+	all := slices.Clone(listed)
+	for _, id := range in.FailToPass {
+		if c := unittestFiles(id); c != nil {
+			modules = append(modules, c)
+			all = append(all, c...)
+		}
+	}
+	res, err := runIn(dir, "setup", "look for the tests", "for f in "+quoteAll(all)+`; do [ -e "$f" ] && printf '%s\n' "$f"; done; true`, setupMs)
 	if err != nil {
 		return nil, false, err
 	}
-	files = lines(res.Stdout)
-	return files, len(files) < len(listed), nil
+	exists := lines(res.Stdout)
+	for _, f := range listed {
+		if slices.Contains(exists, f) {
+			files = append(files, f)
+		} else {
+			gone = true
+		}
+	}
+	for _, cands := range modules {
+		i := slices.IndexFunc(cands, func(f string) bool { return slices.Contains(exists, f) })
+		switch {
+		case i < 0:
+			gone = true
+		case !slices.Contains(files, cands[i]):
+			files = append(files, cands[i])
+		}
+	}
+	return files, gone, nil
+}
+
+// pyIdent is a Python identifier as unittest's ids spell modules.
+var pyIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// unittestFiles are the files a unittest-style test id, "test_y
+// (pkg.test_mod.TestX)" or, since Python 3.11, "test_y
+// (pkg.test_mod.TestX.test_y)", can live in, the longest module path
+// first: pkg/test_mod/TestX.py, pkg/test_mod.py, pkg.py. Nil for any
+// other id.
+func unittestFiles(id string) []string {
+	open := strings.LastIndex(id, " (")
+	if pytestID(id) || open < 0 || !strings.HasSuffix(id, ")") {
+		return nil
+	}
+	parts := strings.Split(id[open+2:len(id)-1], ".")
+	var out []string
+	for k := len(parts); k >= 1; k-- {
+		if !pyIdent.MatchString(parts[k-1]) {
+			return nil
+		}
+		out = append(out, strings.Join(parts[:k], "/")+".py")
+	}
+	return out
 }
 
 // applyBug brings the checkout to the bugged state with the instance's
@@ -193,7 +242,7 @@ func (e *env) Setup(r abi.RolloutRequest) error {
 	if err != nil {
 		return err
 	}
-	e.gradeRef = in.ref()
+	e.gradeRef, e.hidden = in.ref(), hide
 	if gone && in.Mode == modeClone {
 		e.gradeRef += "~1"
 	}

@@ -164,7 +164,9 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	if err != nil {
 		return abi.SandboxSpec{}, err
 	}
-	spec := abi.SandboxSpec{Image: t.DockerImage, CPUs: t.CPUs, MemoryMB: t.MemoryMB, ForceBuild: c.ForceBuild && t.EnvironmentTar != nil}
+	spec := abi.SandboxSpec{Image: t.DockerImage, CPUs: t.CPUs, MemoryMB: t.MemoryMB, ForceBuild: c.ForceBuild && t.EnvironmentTar != nil,
+		// What the verifier runs and writes is out of the agent's reach.
+		Private: []string{testsDir, verifierDir}}
 	if spec.Image == "" || spec.ForceBuild {
 		if t.EnvironmentTar == nil {
 			return spec, sdk.Errorf("setup", "task %s has no environment to build", t.Name)
@@ -182,6 +184,13 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	}
 	return spec, nil
 }
+
+// The folders Harbor's verifier uses: the tests it uploads and runs, and
+// where test.sh writes the reward and logs.
+const (
+	testsDir    = "/tests"
+	verifierDir = "/logs/verifier"
+)
 
 func (*env) Setup(r abi.RolloutRequest) error {
 	res, err := sdk.Exec(abi.ExecRequest{Cmd: "mkdir -p /logs/agent /logs/verifier", TimeoutMs: 60000})
@@ -235,9 +244,11 @@ func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
-	// Empty the verifier's folder right before verifying (an agent cannot
-	// pre-write a reward) and upload the tests only now.
-	res, err := sdk.Exec(abi.ExecRequest{Cmd: "rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests", TimeoutMs: 60000, Env: map[string]string{}})
+	// The host emptied the private folders when the agent's turn ended,
+	// and nothing the agent runs can reach them; empty them here too for a
+	// backend that keeps them as plain folders, and upload the tests only
+	// now.
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: "mkdir -p /logs/verifier /tests && find /logs/verifier /tests -mindepth 1 -delete", TimeoutMs: 60000, Env: map[string]string{}})
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}

@@ -58,7 +58,16 @@ func StripCanary(s string) string {
 	return strings.TrimSpace(strings.Join(out, "\n")) + "\n"
 }
 
-// files reads a gzip (or plain) tar into a map of regular files.
+// Limits on one task's archives, checked before anything is read into
+// memory: a dataset row is untrusted, and one bad row (a gzip bomb, a 1 GiB
+// sparse file that compresses to a megabyte) must cost that row only.
+var (
+	maxTaskBytes   int64 = 64 << 20 // the files of one archive, decompressed
+	maxTaskEntries       = 20000    // entries in one archive
+)
+
+// files reads a gzip (or plain) tar into a map of regular files, within
+// the limits above.
 func files(tgz []byte) (map[string][]byte, error) {
 	var r io.Reader = bytes.NewReader(tgz)
 	if len(tgz) > 2 && tgz[0] == 0x1f && tgz[1] == 0x8b {
@@ -70,7 +79,8 @@ func files(tgz []byte) (map[string][]byte, error) {
 	}
 	tr := tar.NewReader(r)
 	out := map[string][]byte{}
-	for {
+	var total int64
+	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
 			return out, nil
@@ -78,14 +88,21 @@ func files(tgz []byte) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n >= maxTaskEntries {
+			return nil, fmt.Errorf("archive has over %d entries", maxTaskEntries)
+		}
 		if err := CheckEntry(h); err != nil {
 			return nil, err
 		}
 		if h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeRegA {
-			b, err := io.ReadAll(io.LimitReader(tr, 256<<20))
+			if h.Size < 0 || total+h.Size > maxTaskBytes {
+				return nil, fmt.Errorf("archive holds over %d MiB once decompressed (entry %q is %d bytes)", maxTaskBytes>>20, h.Name, h.Size)
+			}
+			b, err := io.ReadAll(io.LimitReader(tr, h.Size))
 			if err != nil {
 				return nil, err
 			}
+			total += int64(len(b))
 			out[path.Clean(strings.TrimPrefix(h.Name, "./"))] = b
 		}
 	}

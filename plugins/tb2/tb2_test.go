@@ -5,8 +5,10 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +153,53 @@ func TestParseConfigStrict(t *testing.T) {
 	}
 	if c, err := parseConfig(json.RawMessage(`{"dataset":"d","categories":["x"],"test_timeout":"90s"}`)); err != nil || len(c.Categories) != 1 {
 		t.Errorf("%v %+v", err, c)
+	}
+}
+
+// One bad row costs that row only: a 1 GiB sparse file (about a megabyte
+// gzipped) or a gzip bomb is refused with a reason before anything is
+// read into memory, and the other rows load.
+func TestHugeArchiveRowIsBroken(t *testing.T) {
+	zeros := func(size int64, name string) string {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		tw := tar.NewWriter(zw)
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg})
+		chunk := make([]byte, 1<<20)
+		for n := int64(0); n < size; n += int64(len(chunk)) {
+			tw.Write(chunk[:min(int64(len(chunk)), size-n)])
+		}
+		tw.Close()
+		zw.Close()
+		return base64.StdEncoding.EncodeToString(buf.Bytes())
+	}
+	h := sdktest.New(t)
+	good, _ := json.Marshal(map[string]any{"task_name": "good", "instruction": "x", "docker_image": "img", "test_sh": "true"})
+	sparse, _ := json.Marshal(map[string]any{"task_name": "sparse", "instruction": "x", "docker_image": "img", "test_sh": "true", "environment_tar": zeros(1<<30, "huge.bin")})
+	many := map[string]string{}
+	for i := range maxTaskEntries + 1 {
+		many[fmt.Sprintf("f%d", i)] = ""
+	}
+	entries, _ := json.Marshal(map[string]any{"task_name": "entries", "instruction": "x", "docker_image": "img", "test_sh": "true",
+		"environment_tar": base64.StdEncoding.EncodeToString(tarOf(many))})
+	h.Datasets["rows"] = []json.RawMessage{good, sparse, entries}
+	var tasks abi.TasksResponse
+	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: json.RawMessage(`{"dataset":"rows"}`)}, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks.Tasks) != 3 {
+		t.Fatalf("want every row listed, got %+v", tasks)
+	}
+	for _, task := range tasks.Tasks {
+		var tk Task
+		json.Unmarshal(task.Data, &tk)
+		switch {
+		case tk.Name == "good" && tk.Broken != "":
+			t.Errorf("the good row is broken: %s", tk.Broken)
+		case tk.Name == "sparse" && !strings.Contains(tk.Broken, "decompressed"):
+			t.Errorf("the sparse row: %q", tk.Broken)
+		case tk.Name == "entries" && !strings.Contains(tk.Broken, "entries"):
+			t.Errorf("the many-entries row: %q", tk.Broken)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -100,12 +101,95 @@ func escapes(p string) bool {
 	return false
 }
 
+// Checker checks the entries of one archive in order. Beyond CheckEntry,
+// it remembers the archive's own symlinks and resolves every later name and
+// link target through them, so a chain (b -> ., a -> b/.., a/x) that
+// escapes only once its links are followed is refused too.
+type Checker struct {
+	links map[string]string // symlink name (cleaned) → target
+}
+
+// Check validates the next header of the archive.
+func (c *Checker) Check(h *tar.Header) error {
+	if err := CheckEntry(h); err != nil {
+		return err
+	}
+	name := path.Clean(strings.ReplaceAll(h.Name, `\`, "/"))
+	if name == "." {
+		return nil
+	}
+	dir, base := path.Split(name)
+	resolved, err := c.resolve(dir, 0)
+	if err != nil {
+		return &EntryError{Name: h.Name, Reason: err.Error()}
+	}
+	if h.Typeflag == tar.TypeLink {
+		if _, err := c.resolve(h.Linkname, 0); err != nil {
+			return &EntryError{Name: h.Name, Reason: "hard link " + err.Error()}
+		}
+	}
+	if h.Typeflag == tar.TypeSymlink {
+		// Not path.Join: cleaning "b/.." lexically would skip link b.
+		if _, err := c.resolve(resolved+"/"+h.Linkname, 0); err != nil {
+			return &EntryError{Name: h.Name, Reason: fmt.Sprintf("symlink %q %v", h.Linkname, err)}
+		}
+		if c.links == nil {
+			c.links = map[string]string{}
+		}
+		c.links[path.Join(resolved, base)] = h.Linkname
+	} else {
+		delete(c.links, path.Join(resolved, base))
+	}
+	return nil
+}
+
+// resolve follows p through the archive's links, component by component,
+// and returns the path it names inside the archive, or an error when it
+// climbs out.
+func (c *Checker) resolve(p string, depth int) (string, error) {
+	if depth > 40 {
+		return "", errors.New("resolves through too many links")
+	}
+	var stack []string
+	for _, part := range strings.Split(p, "/") {
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", errors.New("escapes the archive through its links")
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		stack = append(stack, part)
+		target, ok := c.links[strings.Join(stack, "/")]
+		if !ok {
+			continue
+		}
+		if path.IsAbs(target) {
+			return "", errors.New("resolves through a link to an absolute path")
+		}
+		stack = stack[:len(stack)-1]
+		r, err := c.resolve(strings.Join(append(slices.Clone(stack), target), "/"), depth+1)
+		if err != nil {
+			return "", err
+		}
+		stack = nil
+		if r != "" {
+			stack = strings.Split(r, "/")
+		}
+	}
+	return strings.Join(stack, "/"), nil
+}
+
 // Check reads a whole tar stream (plain or gzip) and refuses unsafe entries.
 func Check(r io.Reader) error {
 	tr, err := Reader(r)
 	if err != nil {
 		return err
 	}
+	var c Checker
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -114,7 +198,7 @@ func Check(r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("read archive: %w", err)
 		}
-		if err := CheckEntry(h); err != nil {
+		if err := c.Check(h); err != nil {
 			return err
 		}
 	}
@@ -151,6 +235,7 @@ func Extract(r io.Reader, dir string) error {
 		return err
 	}
 	defer root.Close()
+	var c Checker
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -159,7 +244,7 @@ func Extract(r io.Reader, dir string) error {
 		if err != nil {
 			return fmt.Errorf("read archive: %w", err)
 		}
-		if err := CheckEntry(h); err != nil {
+		if err := c.Check(h); err != nil {
 			return err
 		}
 		name := path.Clean(strings.ReplaceAll(h.Name, `\`, "/"))

@@ -70,6 +70,12 @@ func TestCheck(t *testing.T) {
 		{"char device", []entry{{name: "null", typ: tar.TypeChar}}, "null"},
 		{"block device", []entry{{name: "sda", typ: tar.TypeBlock}}, "sda"},
 		{"fifo", []entry{{name: "p", typ: tar.TypeFifo}}, "p"},
+		// Each link stays inside on its own; followed, they climb out.
+		{"symlink chain", []entry{{name: "b", link: ".", typ: tar.TypeSymlink}, {name: "a", link: "b/..", typ: tar.TypeSymlink}, {name: "a/x"}}, "a"},
+		{"write through an escaping chain", []entry{{name: "d/", typ: tar.TypeDir}, {name: "d/up", link: "..", typ: tar.TypeSymlink}, {name: "d/up/up2", link: "..", typ: tar.TypeSymlink}}, "d/up/up2"},
+		{"file under a link to the root's parent", []entry{{name: "s/", typ: tar.TypeDir}, {name: "s/p", link: "..", typ: tar.TypeSymlink}, {name: "s/p/x"}}, ""},
+		{"hard link through a link", []entry{{name: "s/p", link: "..", typ: tar.TypeSymlink}, {name: "h", link: "s/p/../etc", typ: tar.TypeLink}}, "h"},
+		{"chain that stays inside", []entry{{name: "b", link: ".", typ: tar.TypeSymlink}, {name: "d/l", link: "../b/f", typ: tar.TypeSymlink}, {name: "b/f"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -84,24 +84,48 @@ func BenchmarkDockerExecCLI(b *testing.B) {
 	reportMedian(b, d)
 }
 
-// BenchmarkStart is create, start and a ready shell, with the image
-// present. Removal is not timed.
+// BenchmarkStart is create, start and ready shells, with the image
+// present, with and without the warden's isolation; isolated/seal adds
+// the Seal that empties the verifier's folders, what isolation costs a
+// rollout in all. Removal is not timed.
 func BenchmarkStart(b *testing.B) {
-	be := newBackend(b)
-	ctx := context.Background()
-	var d []time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		sb, err := be.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: "bench"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		d = append(d, time.Since(t0))
-		b.StopTimer()
-		sb.Close(ctx)
-		b.StartTimer()
+	for _, mode := range []struct {
+		name    string
+		isolate bool
+		seal    bool
+	}{{"plain", false, false}, {"isolated", true, false}, {"isolated+seal", true, true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			sandboxtest.RequireDocker(b)
+			be, err := New(WithIsolation(mode.isolate))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			spec := sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: map[string]string{sandbox.LabelRun: "bench"}}
+			if mode.isolate {
+				spec.Private = sandboxtest.Private
+			}
+			ctx := context.Background()
+			var d []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sb, err := be.Start(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if mode.seal {
+					if _, err := sb.(sandbox.Isolated).Seal(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				d = append(d, time.Since(t0))
+				b.StopTimer()
+				sb.Close(ctx)
+				b.StartTimer()
+			}
+			reportMedian(b, d)
+		})
 	}
-	reportMedian(b, d)
 }
 
 // BenchmarkStart16 starts 16 sandboxes at once and reports the time until

@@ -10,14 +10,15 @@ package docker
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,12 +33,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox"
-	"github.com/proctor-dev/proctor/sandbox/archive"
 	"github.com/proctor-dev/proctor/sandbox/shell"
 )
-
-// stateDir is where the shell controller keeps its files in the container.
-const stateDir = "/tmp/.proctor-shell"
 
 // capabilities kept after dropping all. Tasks run apt-get, create users and
 // start services as root, so root must still own and chown files
@@ -55,23 +52,61 @@ var capabilities = []string{
 
 // Backend starts containers. It is safe for concurrent use.
 type Backend struct {
-	cli *client.Client
-	log *slog.Logger
+	cli     *client.Client
+	log     *slog.Logger
+	isolate bool
 
 	mu     sync.Mutex
 	builds map[string]*buildJob // single flight per build-context hash
+
+	armorOnce sync.Once
+	armor     bool
+	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// Option tunes a Backend.
+type Option func(*Backend)
+
+// WithIsolation turns the separation of the agent from the plugin (the
+// warden's namespaces, see sandbox.Isolated) on, the default, or off. Off,
+// containers get no CAP_SYS_ADMIN and one shell serves agent and plugin
+// alike, as on engines that refuse the capability; specs with private
+// folders are then refused.
+func WithIsolation(on bool) Option { return func(b *Backend) { b.isolate = on } }
+
 // New connects to the engine named by the environment (DOCKER_HOST, ...),
 // negotiating the API version. It does not contact the engine yet.
-func New() (*Backend, error) {
+func New(opts ...Option) (*Backend, error) {
 	cli, err := newClient()
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{cli: cli, log: slog.Default(), builds: map[string]*buildJob{}}, nil
+	b := &Backend{cli: cli, log: slog.Default(), builds: map[string]*buildJob{}, isolate: true}
+	for _, o := range opts {
+		o(b)
+	}
+	return b, nil
+}
+
+// Isolated reports whether the backend keeps agents apart from plugins.
+func (b *Backend) Isolated() bool { return b.isolate }
+
+// apparmor reports whether the engine confines containers with AppArmor.
+func (b *Backend) apparmor(ctx context.Context) bool {
+	b.armorOnce.Do(func() {
+		info, err := b.cli.Info(ctx)
+		if err != nil {
+			return
+		}
+		for _, o := range info.SecurityOptions {
+			if strings.Contains(o, "name=apparmor") {
+				b.armor = true
+			}
+		}
+	})
+	return b.armor
 }
 
 func newClient() (*client.Client, error) {
@@ -150,22 +185,37 @@ func (b *Backend) imagePresent(ctx context.Context, ref string) (bool, error) {
 	return false, engineError(err)
 }
 
-// Sandbox is one running container and its persistent shell.
+// Sandbox is one running container with its shells. It is the plugin's
+// view: its commands run in the plugin's shell, which in an isolated
+// sandbox lives in a mount namespace where the spec's Private folders are
+// the plugin's own. Agent gives the agent's view.
 type Sandbox struct {
+	view
 	b       *Backend
 	id      string
 	workdir string
-	user    string // spec.User
-	image   string // the image's id (sha256:...), what actually ran
-	sh      *shell.Shell
-	hijack  interface{ Close() error }
+	user    string       // the user commands run as (the spec's, or the image's)
+	image   string       // the image's id (sha256:...), what actually ran
+	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
+	sh      *shell.Shell // the plugin's shell
+	hijacks []interface{ Close() error }
+
+	// Isolation: private folders, their tmpfs size, the agent's view.
+	private  []string
+	tmpfsMiB int64
+	pluginNS int // the plugin warden's pid: it holds the plugin's mount namespace
+	agent    *agentView
+	disk     *diskWatch // nil when the engine enforces the disk limit
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ sandbox.Sandbox = (*Sandbox)(nil)
+var (
+	_ sandbox.Sandbox  = (*Sandbox)(nil)
+	_ sandbox.Isolated = (*Sandbox)(nil)
+)
 
 // ImageDigest is the id (sha256:...) of the image the container runs, so a
 // run records exactly what it ran on.
@@ -174,19 +224,40 @@ func (s *Sandbox) ImageDigest() string { return s.image }
 // ID is the container's id.
 func (s *Sandbox) ID() string { return s.id }
 
+// pluginState is the plugin shell's folder in an isolated sandbox: under
+// the sealed warden folder, and a private tmpfs of its own.
+const pluginState = shell.WardenDir + "/plugin"
+
 // Start resolves the image (local, pulled or built), creates and starts the
-// container, and attaches its shell.
+// container, and attaches its shells.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	image, err := b.ensureImage(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
 	network := spec.Network
 	if network == "" {
 		network = sandbox.NetworkNone
 	}
 	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
 		return nil, fmt.Errorf("sandbox network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
+	}
+	private, err := privateDirs(spec.Private)
+	if err != nil {
+		return nil, err
+	}
+	if len(private) > 0 && !b.isolate {
+		return nil, fmt.Errorf("the spec has private folders %v, but this docker backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
+	}
+	image, err := b.ensureImage(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	ii, err := b.cli.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, fmt.Errorf("inspect image %s: %w", image, engineError(err))
+	}
+	var warden []byte
+	if b.isolate {
+		if warden, err = shell.Warden(ii.Architecture); err != nil {
+			return nil, err
+		}
 	}
 	cpus := spec.CPUs
 	if cpus <= 0 {
@@ -229,28 +300,115 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			PidsLimit:  &pids,
 		},
 	}
+	if b.isolate {
+		// The warden starts as root and runs the shells as the spec's
+		// user: an exec as root into a container configured for another
+		// user gets no capabilities.
+		cfg.User = "0"
+		// Only the warden uses CAP_SYS_ADMIN: it builds the namespaces and
+		// drops the capability for good before the agent's shell starts.
+		hc.CapAdd = append(slices.Clone(capabilities), "SYS_ADMIN")
+		profile, err := isolatedSeccomp()
+		if err != nil {
+			return nil, fmt.Errorf("seccomp profile: %w", err)
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+profile)
+		if b.apparmor(ctx) {
+			// Docker's AppArmor profile forbids every mount, the
+			// warden's too; capabilities, seccomp and the namespaces
+			// still confine the agent.
+			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
+		}
+	}
+	disk := spec.DiskMB
+	if disk <= 0 {
+		disk = sandbox.DefaultDiskMB
+	}
+	if b.quota.Load() != quotaNo {
+		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
+	}
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if quotaRefused(err) {
+		b.quota.Store(quotaNo)
+		hc.StorageOpt = nil
+		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	} else if err == nil && hc.StorageOpt != nil {
+		b.quota.Store(quotaYes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: spec.User}
-	if ii, err := b.cli.ImageInspect(ctx, image); err == nil {
-		s.image = ii.ID
+	user := spec.User
+	if user == "" && ii.Config != nil {
+		user = ii.Config.User
+	}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, image: ii.ID, private: private, tmpfsMiB: mem}
+	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
+	if b.isolate {
+		if err := b.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(wardenArchive(warden)), container.CopyToContainerOptions{}); err != nil {
+			s.remove(ctx)
+			return nil, fmt.Errorf("put the warden into the container: %w", engineError(err))
+		}
 	}
 	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		s.remove(ctx)
 		return nil, fmt.Errorf("start container from %s: %w", image, engineError(err))
 	}
-	if err := s.attachShell(ctx, spec.User, env); err != nil {
+	if err := s.startShells(ctx, env); err != nil {
 		s.remove(ctx)
 		return nil, err
+	}
+	if hc.StorageOpt == nil {
+		s.watchDisk(disk)
 	}
 	if s.workdir == "" {
 		if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil {
 			s.workdir = strings.TrimSpace(r.Stdout)
 		}
 	}
+	if b.isolate && s.user != "" {
+		// The user in numbers, resolved before the agent can change the
+		// image's passwd: later shells (a restart, the remount) and the
+		// files the engine copies in use it.
+		r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", s.user}), sandbox.ExecOptions{Fresh: true})
+		ids := strings.TrimSpace(r.Stdout)
+		if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
+			s.remove(ctx)
+			return nil, fmt.Errorf("resolve user %q in the image: %v %s", s.user, err, strings.TrimSpace(r.Stderr))
+		}
+		s.user = ids
+		uid, gid, _ := strings.Cut(ids, ":")
+		gid, _, _ = strings.Cut(gid, ":")
+		s.owner = uid + ":" + gid
+	}
 	return s, nil
+}
+
+// privateDirs checks and cleans the spec's private folders.
+func privateDirs(dirs []string) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		c := path.Clean(d)
+		if !path.IsAbs(d) || c == "/" || strings.HasPrefix(c, shell.WardenDir) {
+			return nil, fmt.Errorf("private folder %q: want an absolute folder other than / and %s", d, shell.WardenDir)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// wardenArchive is the tar that puts the warden and the plugin shell's
+// state folder into a created container.
+func wardenArchive(warden []byte) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(shell.WardenDir, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: now})
+	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(pluginState, "/") + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: now})
+	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(shell.WardenPath, "/"), Mode: 0o755, Size: int64(len(warden)), Typeflag: tar.TypeReg, ModTime: now})
+	tw.Write(warden)
+	tw.Close()
+	return buf.Bytes()
 }
 
 func envList(m map[string]string) []string {
@@ -261,50 +419,149 @@ func envList(m map[string]string) []string {
 	return out
 }
 
-func (s *Sandbox) attachShell(ctx context.Context, user string, env []string) error {
+// startShells attaches the plugin's shell and, in an isolated sandbox, the
+// agent's, both at once.
+func (s *Sandbox) startShells(ctx context.Context, env []string) error {
+	if !s.b.isolate {
+		sh, _, err := s.attach(ctx, shellSpec{argv: bootstrap(stateDir), user: s.user, env: env, state: stateDir, kill: s.killGroup})
+		s.sh = sh
+		return err
+	}
+	plugin := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
+	for _, d := range append(slices.Clone(s.private), pluginState) {
+		plugin = append(plugin, "-private", d)
+	}
+	if s.user != "" {
+		plugin = append(plugin, "-user", s.user)
+	}
+	plugin = append(append(plugin, "--"), bootstrap(pluginState)...)
+	s.agent = &agentView{s: s, env: env}
+	s.agent.view = view{s: s, shell: s.agent.current}
+	var wg sync.WaitGroup
+	var agentErr error
+	wg.Go(func() { agentErr = s.agent.start(ctx) })
+	sh, ns, err := s.attach(ctx, shellSpec{argv: plugin, user: "0", env: env, state: pluginState, header: true, kill: s.killGroup})
+	s.sh, s.pluginNS = sh, ns
+	wg.Wait()
+	return errors.Join(err, agentErr)
+}
+
+// stateDir is where the shell controller keeps its files when the sandbox
+// is not isolated, and the agent's shell when it is.
+const stateDir = "/tmp/.proctor-shell"
+
+func bootstrap(state string) []string {
+	return []string{"bash", "-c", shell.Bootstrap(), "proctor-shell", state}
+}
+
+// shellSpec says how to start one shell controller.
+type shellSpec struct {
+	argv   []string
+	user   string // the exec's user
+	env    []string
+	state  string
+	header bool // the warden prints "@@PROCTOR NS <pid>" first
+	kill   func(ctx context.Context, pgid int) error
+}
+
+// attach starts a shell controller in an exec and checks it answers. With
+// header, it first reads the warden's line naming the namespace's init.
+func (s *Sandbox) attach(ctx context.Context, sp shellSpec) (*shell.Shell, int, error) {
 	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User:         user,
+		User:         sp.user,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
-		Env:          env,
+		Env:          sp.env,
 		WorkingDir:   s.workdir,
-		Cmd:          []string{"bash", "-c", shell.Bootstrap(), "proctor-shell", stateDir},
+		Cmd:          sp.argv,
 	})
 	if err != nil {
-		return fmt.Errorf("start shell: %w", engineError(err))
+		return nil, 0, fmt.Errorf("start shell: %w", engineError(err))
 	}
 	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return fmt.Errorf("attach shell: %w", engineError(err))
+		return nil, 0, fmt.Errorf("attach shell: %w", engineError(err))
 	}
 	pr, pw := io.Pipe()
+	stderr := &headBuffer{max: 4096}
 	go func() {
-		_, err := stdcopy.StdCopy(pw, io.Discard, hj.Reader)
+		_, err := stdcopy.StdCopy(pw, stderr, hj.Reader)
 		if err == nil {
 			err = io.EOF
 		}
 		pw.CloseWithError(err)
 	}()
-	s.hijack = hj.Conn
-	s.sh = shell.New(shell.Transport{
-		Stdin:  writeCloser{&hj},
-		Stdout: pr,
-		Kill:   s.killGroup,
-		Close:  func() error { hj.Close(); return nil },
-	}, stateDir)
-	// The first round trip proves bash is there and the shell is ready.
-	r, err := s.sh.Exec(ctx, "true", sandbox.ExecOptions{})
-	if err != nil || r.ExitCode != 0 {
-		out := ""
-		if rc, _, cerr := s.b.cli.CopyFromContainer(ctx, s.id, stateDir+"/controller.err"); cerr == nil {
-			b, _ := io.ReadAll(io.LimitReader(rc, 4096))
-			rc.Close()
-			out = string(b)
+	s.hijacks = append(s.hijacks, hj.Conn)
+	out := bufio.NewReaderSize(pr, 64<<10)
+	nsInit := 0
+	if sp.header {
+		line, err := out.ReadString('\n')
+		f := strings.Fields(line)
+		if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
+			hj.Close()
+			return nil, 0, fmt.Errorf("start the agent's shell: %q: %v %s", line, err, stderr.String())
 		}
-		return fmt.Errorf("start shell (the image needs bash): %v %s: %w", err, out, shell.ErrNoShell)
+		if nsInit, err = strconv.Atoi(f[2]); err != nil || nsInit < 2 {
+			hj.Close()
+			return nil, 0, fmt.Errorf("start the agent's shell: bad namespace init %q", f[2])
+		}
 	}
-	return nil
+	sh := shell.New(shell.Transport{
+		Stdin:  writeCloser{&hj},
+		Stdout: out,
+		Kill:   sp.kill,
+		Close:  func() error { hj.Close(); return nil },
+	}, sp.state)
+	// The first round trip proves bash is there and the shell is ready.
+	r, err := sh.Exec(ctx, "true", sandbox.ExecOptions{})
+	if err != nil || r.ExitCode != 0 {
+		sh.Close()
+		detail := strings.TrimSpace(stderr.String())
+		if detail == "" {
+			detail = s.controllerErr(ctx, sp.state)
+		}
+		return nil, 0, fmt.Errorf("start shell (the image needs bash): %v %s: %w", err, detail, shell.ErrNoShell)
+	}
+	return sh, nsInit, nil
+}
+
+// controllerErr reads the controller's own error log, for a shell that
+// would not start.
+func (s *Sandbox) controllerErr(ctx context.Context, state string) string {
+	rc, _, err := s.b.cli.CopyFromContainer(ctx, s.id, state+"/controller.err")
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	if _, err := tr.Next(); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(tr, 4096))
+	return string(b)
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.max - h.buf.Len(); room > 0 {
+		h.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.buf.String()
 }
 
 // writeCloser is the shell's stdin: writes go to the hijacked connection,
@@ -318,11 +575,17 @@ func (w writeCloser) Close() error                { return w.hj.CloseWrite() }
 // context ends while the shell's command still runs.
 func (s *Sandbox) killGroup(ctx context.Context, pgid int) error {
 	// As the shell's own user: in a container whose user is not root, an
-	// exec as root has no capabilities, so no CAP_KILL either.
-	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User: s.user,
-		Cmd:  []string{"kill", "-KILL", "--", fmt.Sprintf("-%d", pgid)},
-	})
+	// exec as root has no capabilities, so no CAP_KILL either. In an
+	// isolated sandbox the exec runs as root, which keeps its capabilities.
+	user := s.user
+	if s.b.isolate {
+		user = "0"
+	}
+	return s.detachedExec(ctx, user, "kill", "-KILL", "--", fmt.Sprintf("-%d", pgid))
+}
+
+func (s *Sandbox) detachedExec(ctx context.Context, user string, argv ...string) error {
+	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{User: user, Cmd: argv})
 	if err != nil {
 		return err
 	}
@@ -336,235 +599,210 @@ func (s *Sandbox) live() error {
 	return nil
 }
 
-// Exec runs cmd in the persistent shell. If the shell died, the container
-// is inspected so the error says why (killed, OOM, engine restarted).
-func (s *Sandbox) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+// gone explains a shell that died: the container's state, when the engine
+// can still say.
+func (s *Sandbox) gone(ctx context.Context, err error) error {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if st, ierr := s.b.cli.ContainerInspect(ictx, s.id); ierr == nil && st.State != nil {
+		return fmt.Errorf("container %.12s %s (exit %d, oom killed %v): %w", s.id, st.State.Status, st.State.ExitCode, st.State.OOMKilled, err)
+	} else if ierr != nil {
+		return fmt.Errorf("container %.12s: %v: %w", s.id, engineError(ierr), err)
+	}
+	return err
+}
+
+// running reports whether the container still runs.
+func (s *Sandbox) running(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	st, err := s.b.cli.ContainerInspect(ictx, s.id)
+	return err == nil && st.State != nil && st.State.Running
+}
+
+// Agent returns the agent's view (the sandbox itself when it is not
+// isolated).
+func (s *Sandbox) Agent() sandbox.Sandbox {
+	if s.agent == nil {
+		return s
+	}
+	return s.agent
+}
+
+// Seal empties the private folders for verification, and stops the agent's
+// processes when they leave the sandbox too few process slots.
+func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err := s.live(); err != nil {
+		return "", err
+	}
+	if err := s.disk.exceeded(); err != nil {
+		return "", err
+	}
+	if s.agent == nil {
+		return "", nil
+	}
+	note := ""
+	pids, max, err := s.sh.Stat(ctx)
+	if err != nil {
+		return "", s.gone(ctx, err)
+	}
+	if max > 0 && max-pids < reservedPids {
+		if err := s.agent.stop(ctx); err != nil {
+			return "", err
+		}
+		note = fmt.Sprintf("the agent's processes were stopped before verification: the sandbox had %d of %d process slots in use", pids, max)
+	}
+	if len(s.private) == 0 {
+		return note, nil
+	}
+	argv := []string{shell.WardenPath, "remount", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
+	if s.user != "" {
+		argv = append(argv, "-user", s.user)
+	}
+	if !rootUser(s.user) {
+		// The plugin's shell runs without the capability to mount: a
+		// separate exec as root joins its namespace.
+		argv = append(argv, "-ns", strconv.Itoa(s.pluginNS))
+		if err := s.rootExec(ctx, append(argv, s.private...)...); err != nil {
+			return note, fmt.Errorf("empty the private folders: %w", err)
+		}
+		return note, nil
+	}
+	r, err := s.sh.Exec(ctx, shellJoin(append(argv, s.private...)), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
+	if err != nil {
+		return note, s.gone(ctx, err)
+	}
+	if r.ExitCode != 0 {
+		return note, fmt.Errorf("empty the private folders: exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	}
+	return note, nil
+}
+
+// rootUser reports whether a user spec runs as root.
+func rootUser(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "" || name == "0" || name == "root"
+}
+
+// reservedPids is how many process slots verification needs free.
+const reservedPids = 64
+
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shell.Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// agentView is the agent's side of an isolated sandbox: its own shell in
+// its own namespaces, started again when a command kills it.
+type agentView struct {
+	view
+	s   *Sandbox
+	env []string
+
+	mu     sync.Mutex
+	sh     *shell.Shell
+	nsInit int // the agent namespace's init, as the container numbers it
+}
+
+func (a *agentView) current() *shell.Shell {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sh
+}
+
+func (a *agentView) start(ctx context.Context) error {
+	argv := []string{shell.WardenPath, "agent"}
+	if a.s.user != "" {
+		argv = append(argv, "-user", a.s.user)
+	}
+	argv = append(append(argv, "--"), bootstrap(stateDir)...)
+	var nsInit int
+	sh, nsInit, err := a.s.attach(ctx, shellSpec{argv: argv, user: "0", env: a.env, state: stateDir, header: true,
+		kill: func(ctx context.Context, pgid int) error {
+			return a.s.detachedExec(ctx, "0", shell.WardenPath, "kill", strconv.Itoa(a.namespace()), strconv.Itoa(pgid))
+		}})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.sh, a.nsInit = sh, nsInit
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *agentView) namespace() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nsInit
+}
+
+// stop kills every process of the agent's namespace, through the plugin
+// shell's builtin kill: it needs no new process.
+func (a *agentView) stop(ctx context.Context) error {
+	a.mu.Lock()
+	sh, ns := a.sh, a.nsInit
+	a.mu.Unlock()
+	if sh != nil {
+		sh.Close()
+	}
+	if ns > 1 {
+		if err := a.s.sh.Signal(ctx, 9, ns); err != nil {
+			return a.s.gone(ctx, err)
+		}
+	}
+	return nil
+}
+
+// restarted is what a call sees when a command killed the agent's shell.
+const restarted = "the shell was killed by a command in the sandbox; a new shell was started (working directory and exported variables are reset)"
+
+// Exec runs cmd in the agent's shell. When a command (the agent's own
+// `kill -9 -1`, say) killed the shell while the container still runs, a
+// new shell is started and the call reports exit 137 with a note: what the
+// agent does to its own sandbox is its outcome, not a failure of proctor.
+func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if err := a.s.live(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	r, err := s.sh.Exec(ctx, cmd, o)
-	if err != nil && errors.Is(err, sandbox.ErrGone) && !s.closed.Load() {
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if st, ierr := s.b.cli.ContainerInspect(ictx, s.id); ierr == nil && st.State != nil {
-			err = fmt.Errorf("container %.12s %s (exit %d, oom killed %v): %w", s.id, st.State.Status, st.State.ExitCode, st.State.OOMKilled, err)
-		} else if ierr != nil {
-			err = fmt.Errorf("container %.12s: %v: %w", s.id, engineError(ierr), err)
+	if err := a.s.disk.exceeded(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	sh := a.current()
+	r, err := sh.Exec(ctx, cmd, o)
+	if err != nil {
+		// The watchdog stops the agent's shell once over the limit: the
+		// call then fails for that reason, whatever the shell said.
+		if lerr := a.s.disk.exceeded(); lerr != nil {
+			return r, lerr
 		}
 	}
-	return r, err
+	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
+		return r, err
+	}
+	if !a.s.running(ctx) {
+		return r, a.s.gone(ctx, err)
+	}
+	a.mu.Lock()
+	same := a.sh == sh
+	a.mu.Unlock()
+	if same {
+		if serr := a.start(ctx); serr != nil {
+			return r, a.s.gone(ctx, fmt.Errorf("%w; starting a new shell: %v", err, serr))
+		}
+		sh.Close()
+	}
+	return sandbox.ExecResult{ExitCode: 137, Stderr: restarted + "\n", Duration: r.Duration}, nil
 }
 
-func (s *Sandbox) abs(p string) string {
-	if path.IsAbs(p) {
-		return path.Clean(p)
-	}
-	return path.Join(s.workdir, p)
-}
-
-// mkdir makes a folder (CopyToContainer needs it). The shell's round trip
-// is cheap; when it cannot (a command broke PATH, or the spec's user may not
-// write there) a separate exec as root does it.
-func (s *Sandbox) mkdir(ctx context.Context, dir string) error {
-	r, err := s.sh.Exec(ctx, "/bin/mkdir -p -- "+shell.Quote(dir)+" 2>/dev/null || mkdir -p -- "+shell.Quote(dir), sandbox.ExecOptions{Fresh: true})
-	if err != nil {
-		return err
-	}
-	if r.ExitCode == 0 {
-		return nil
-	}
-	if err := s.rootExec(ctx, "mkdir", "-p", "--", dir); err != nil {
-		return fmt.Errorf("mkdir %s: %w", dir, err)
+// Close ends the agent's shell; the sandbox lives on until its own Close.
+func (a *agentView) Close(ctx context.Context) error {
+	if sh := a.current(); sh != nil {
+		sh.Close()
 	}
 	return nil
-}
-
-// rootExec runs argv as root in a separate exec (about 50 ms), for work
-// that must not depend on the shell's user or state.
-func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
-	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User:         "0",
-		Cmd:          argv,
-		AttachStderr: true,
-	})
-	if err != nil {
-		return engineError(err)
-	}
-	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return engineError(err)
-	}
-	var stderr bytes.Buffer
-	_, _ = stdcopy.StdCopy(io.Discard, &stderr, io.LimitReader(hj.Reader, 64<<10))
-	hj.Close()
-	st, err := s.b.cli.ContainerExecInspect(ctx, ex.ID)
-	if err != nil {
-		return engineError(err)
-	}
-	if st.ExitCode != 0 {
-		return fmt.Errorf("%s: exit %d: %s", argv[0], st.ExitCode, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-// copyTo extracts a tar archive into dir, owned by the sandbox's user. The
-// engine resolves a user name in the container's passwd but not a numeric
-// "uid[:gid]"; for those the archive's headers are rewritten to the ids
-// (a chown as root cannot do it: an exec in a container whose user is not
-// root gets no capabilities).
-func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
-	uid, gid, numeric := numericUser(s.user)
-	if numeric {
-		var err error
-		if data, err = chownArchive(data, uid, gid); err != nil {
-			return err
-		}
-	}
-	err := s.b.cli.CopyToContainer(ctx, s.id, dir, bytes.NewReader(data), container.CopyToContainerOptions{CopyUIDGID: !numeric})
-	return engineError(err)
-}
-
-// numericUser parses "uid" or "uid:gid" (gid 0 when missing, as the
-// engine runs it).
-func numericUser(u string) (uid, gid int, ok bool) {
-	us, gs, hasGid := strings.Cut(u, ":")
-	uid, err := strconv.Atoi(us)
-	if err != nil {
-		return 0, 0, false
-	}
-	if hasGid {
-		if gid, err = strconv.Atoi(gs); err != nil {
-			return 0, 0, false
-		}
-	}
-	return uid, gid, true
-}
-
-// chownArchive rewrites every header of a (checked) archive to uid:gid.
-func chownArchive(data []byte, uid, gid int) ([]byte, error) {
-	tr, err := archive.Reader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read archive: %w", err)
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
-}
-
-// WriteFile writes data to p, creating parent folders.
-func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
-	if err := s.live(); err != nil {
-		return err
-	}
-	full := s.abs(p)
-	if mode == 0 {
-		mode = 0o644
-	}
-	if err := s.mkdir(ctx, path.Dir(full)); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: path.Base(full), Mode: int64(mode.Perm()), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	tw.Write(data)
-	tw.Close()
-	if err := s.copyTo(ctx, path.Dir(full), buf.Bytes()); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
-}
-
-// ReadFile reads a whole regular file.
-func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	if err := s.live(); err != nil {
-		return nil, err
-	}
-	rc, _, err := s.b.cli.CopyFromContainer(ctx, s.id, s.abs(p))
-	if err != nil {
-		if client.IsErrNotFound(err) {
-			return nil, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
-		}
-		return nil, fmt.Errorf("read %s: %w", p, engineError(err))
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	h, err := tr.Next()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if h.Typeflag == tar.TypeDir {
-		return nil, fmt.Errorf("read %s: is a directory", p)
-	}
-	if h.Typeflag == tar.TypeSymlink {
-		// Follow the link through the shell's view of the file system.
-		r, err := s.sh.Exec(ctx, "/bin/cat -- "+shell.Quote(s.abs(p)), sandbox.ExecOptions{MaxOutput: 1 << 30, Fresh: true})
-		if err != nil {
-			return nil, err
-		}
-		if r.ExitCode != 0 {
-			return nil, fmt.Errorf("read %s: %s: %w", p, strings.TrimSpace(r.Stderr), sandbox.ErrNotFound)
-		}
-		return []byte(r.Stdout), nil
-	}
-	return io.ReadAll(tr)
-}
-
-// Upload checks the archive, then extracts it into dir.
-func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
-	if err := s.live(); err != nil {
-		return err
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, err)
-	}
-	if err := archive.Check(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("upload to %s: %w: %w", dir, sandbox.ErrUnsafeArchive, err)
-	}
-	full := s.abs(dir)
-	if err := s.mkdir(ctx, full); err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, err)
-	}
-	if err := s.copyTo(ctx, full, data); err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, err)
-	}
-	return nil
-}
-
-// Download returns p (a file or folder) as a tar stream.
-func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := s.live(); err != nil {
-		return nil, err
-	}
-	rc, _, err := s.b.cli.CopyFromContainer(ctx, s.id, s.abs(p))
-	if err != nil {
-		if client.IsErrNotFound(err) {
-			return nil, fmt.Errorf("download %s: %w", p, sandbox.ErrNotFound)
-		}
-		return nil, fmt.Errorf("download %s: %w", p, engineError(err))
-	}
-	return rc, nil
 }
 
 // Close removes the container, also after Ctrl-C: it uses its own short
@@ -572,6 +810,12 @@ func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error)
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		if s.disk != nil {
+			close(s.disk.stop)
+		}
+		if s.agent != nil {
+			s.agent.Close(ctx)
+		}
 		if s.sh != nil {
 			s.sh.Close()
 		}

@@ -227,7 +227,7 @@ func TestWriteFileAsUnprivilegedUser(t *testing.T) {
 	if err := sb.WriteFile(ctx, "/opt/made/by/root/f.txt", []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sb.ReadFile(ctx, "/opt/made/by/root/f.txt")
+	got, _, err := sb.ReadFile(ctx, "/opt/made/by/root/f.txt", 0)
 	if err != nil || string(got) != "hi" {
 		t.Fatalf("read back %q, %v", got, err)
 	}
@@ -268,5 +268,74 @@ func TestFilesOwnedByNumericUser(t *testing.T) {
 	r, err = sb.Exec(ctx, "ps -eo args | grep -c '^sleep 331' || true", sandbox.ExecOptions{})
 	if err != nil || strings.TrimSpace(r.Stdout) != "0" {
 		t.Fatalf("cancelled command still runs: %q %v", r.Stdout, err)
+	}
+}
+
+func TestConformanceAgentView(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		return start(t, b, sandbox.Spec{Workdir: "/work"}).Agent()
+	})
+}
+
+func TestIsolation(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.RunIsolated(t, func(t *testing.T, pids int64) sandbox.Isolated {
+		return start(t, b, sandbox.Spec{Workdir: "/app", PidsMax: pids, Private: sandboxtest.Private})
+	})
+}
+
+// A shell that may not mount still gets fresh private folders from Seal: a
+// separate exec as root empties them in the plugin's namespace.
+func TestSealAsUnprivilegedUser(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("a file from before Seal: %v", err)
+	}
+	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "nobody\nnobody\n" {
+		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
+	}
+}
+
+// What the agent writes is held to the sandbox's disk limit: by the
+// engine's quota where the storage driver has one, else by the watchdog,
+// which stops the agent. Either way it is the agent's outcome (ErrLimit),
+// never the host's disk filling up.
+func TestDiskLimit(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	mode, err := b.DiskLimit(ctx, sandboxtest.BaseImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk limit: %s", mode)
+	sb := start(t, b, sandbox.Spec{DiskMB: 64, Private: sandboxtest.Private})
+	agent := sb.Agent()
+	r, err := agent.Exec(ctx, "dd if=/dev/zero of=/fill bs=1M count=200 status=none; echo wrote", sandbox.ExecOptions{Timeout: time.Minute})
+	if mode == DiskQuota {
+		if err != nil || strings.Contains(r.Stdout, "wrote") && r.ExitCode == 0 && !strings.Contains(r.Stderr, "No space") {
+			t.Errorf("the quota let 200 MiB through: %+v, %v", r, err)
+		}
+		return
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for err == nil && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		_, err = agent.Exec(ctx, "true", sandbox.ExecOptions{})
+	}
+	if !errors.Is(err, sandbox.ErrLimit) {
+		t.Fatalf("the agent went on past its disk limit: %v", err)
+	}
+	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
+		t.Errorf("seal after the limit: %v", err)
 	}
 }

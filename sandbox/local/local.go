@@ -54,13 +54,26 @@ type Sandbox struct {
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
-// Start makes the folder and starts the shell. Image, build and resource
-// fields of spec are ignored: a local sandbox has no image and no limits.
+// Start makes the folder and starts the shell. Resource fields of spec are
+// ignored: a local sandbox has no limits. A spec that needs an image or
+// private folders is refused: the host has neither, and a task that writes
+// its absolute paths (Terminal-Bench's /tests, /logs) would write them on
+// the host.
 func (Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	switch {
+	case spec.Image != "" || len(spec.BuildContext) > 0:
+		name := spec.Image
+		if name == "" {
+			name = "built from the task's environment"
+		}
+		return nil, fmt.Errorf("the local backend runs no images, and this task needs one (%s); use [sandbox] backend = \"docker\"", name)
+	case len(spec.Private) > 0:
+		return nil, fmt.Errorf("the local backend cannot keep the verifier's folders %v from the agent; use [sandbox] backend = \"docker\"", spec.Private)
+	}
 	warnOnce.Do(func() {
 		slog.Warn("local sandbox backend: commands run on this host WITHOUT isolation; use backend = \"docker\" for untrusted agents")
 	})
-	root, err := os.MkdirTemp("", "proctor-local-")
+	root, err := os.MkdirTemp("", prefix+safeLabel(spec.Labels[sandbox.LabelRun])+"-")
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: %w", err)
 	}
@@ -73,11 +86,16 @@ func (Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, e
 			return nil, fmt.Errorf("local sandbox: %w", err)
 		}
 	}
+	home := filepath.Join(root, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		os.RemoveAll(root)
+		return nil, fmt.Errorf("local sandbox: %w", err)
+	}
 	cmd := exec.Command("bash", "-c", shell.Bootstrap(), "proctor-shell", state)
 	cmd.Dir = work
 	// The marker lets Close find every process the sandbox started, and
 	// only those, even when a group id has since been reused on the host.
-	cmd.Env = append(os.Environ(), markerVar+"="+root)
+	cmd.Env = append(baseEnv(home), markerVar+"="+root)
 	for k, v := range spec.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -116,13 +134,34 @@ func (s *Sandbox) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (
 	return s.sh.Exec(ctx, cmd, o)
 }
 
-// path maps a sandbox path: relative ones are under the shell's start
-// folder, absolute ones are host paths (this backend is not isolated).
-func (s *Sandbox) path(p string) string {
-	if filepath.IsAbs(p) {
-		return p
+// baseEnv is the environment a local sandbox starts with: none of
+// proctor's own (API keys live there), only what a shell needs.
+func baseEnv(home string) []string {
+	env := []string{"HOME=" + home, "LANG=C.UTF-8", "TERM=dumb"}
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	return filepath.Join(s.work, p)
+	env = append(env, "PATH="+path)
+	if u := os.Getenv("USER"); u != "" {
+		env = append(env, "USER="+u)
+	}
+	return env
+}
+
+// path maps a sandbox path for a file operation: relative ones are under
+// the shell's start folder; absolute ones must lie in the sandbox's own
+// folder (the agent may compute them from its working directory): this
+// backend refuses to write or read the host's files for a plugin.
+func (s *Sandbox) path(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.work, p)
+	}
+	p = filepath.Clean(p)
+	if p != s.root && !strings.HasPrefix(p, s.root+string(filepath.Separator)) {
+		return "", fmt.Errorf("local sandbox: %s is outside the sandbox's folder %s; on the local backend, file operations use paths relative to the working directory", p, s.work)
+	}
+	return p, nil
 }
 
 func (s *Sandbox) live() error {
@@ -137,7 +176,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	if err := s.live(); err != nil {
 		return err
 	}
-	full := s.path(p)
+	full, err := s.path(p)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 		return err
 	}
@@ -147,16 +189,35 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	return os.WriteFile(full, data, mode)
 }
 
-// ReadFile reads a whole file.
-func (s *Sandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
+// ReadFile reads the first limit bytes of a file and its size.
+func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
 	if err := s.live(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	b, err := os.ReadFile(s.path(p))
+	if limit <= 0 {
+		limit = sandbox.DefaultReadLimit
+	}
+	full, err := s.path(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(full)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
+		return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
 	}
-	return b, err
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.IsDir() {
+		return nil, 0, fmt.Errorf("read %s: is a directory", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit))
+	return b, st.Size(), err
 }
 
 // Upload extracts a tar stream into dir after checking it.
@@ -164,7 +225,10 @@ func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	full := s.path(dir)
+	full, err := s.path(dir)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(full, 0o755); err != nil {
 		return err
 	}
@@ -182,7 +246,10 @@ func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error)
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	full := s.path(p)
+	full, err := s.path(p)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(full); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("download %s: %w", p, sandbox.ErrNotFound)
@@ -217,6 +284,77 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 // markerVar is set in the environment of a local sandbox's shell.
 const markerVar = "PROCTOR_LOCAL_SANDBOX"
+
+// prefix starts the name of every local sandbox's folder in the temp
+// folder; the run's id follows, so Prune finds a run's leftovers.
+const prefix = "proctor-local-"
+
+// safeLabel keeps a run id usable in a folder name.
+func safeLabel(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+// Prune removes what killed runs left behind: the folders of local
+// sandboxes (of one run when runID is set) and every process started in
+// them, including those that left their process group. It returns how many
+// sandboxes it removed.
+func (Backend) Prune(ctx context.Context, runID string) (int, error) {
+	pattern := prefix + "*"
+	if runID != "" {
+		pattern = prefix + safeLabel(runID) + "-*"
+	}
+	roots, err := filepath.Glob(filepath.Join(os.TempDir(), pattern))
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	n := 0
+	for _, root := range roots {
+		if st, err := os.Stat(filepath.Join(root, "state")); err != nil || !st.IsDir() {
+			continue // not a sandbox's folder
+		}
+		for _, pid := range markedProcesses(root) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if err := os.RemoveAll(root); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// markedProcesses lists the processes whose initial environment carries a
+// sandbox's marker.
+func markedProcesses(root string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	marker := []byte("\x00" + markerVar + "=" + root + "\x00")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && bytes.Contains(append([]byte{0}, env...), marker) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
 
 // groups returns the process groups that still hold a process of this
 // sandbox: every process whose initial environment carries the marker.

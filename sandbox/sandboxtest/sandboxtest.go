@@ -12,12 +12,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 // BaseImage is the local test image (built by scripts/base-image.sh).
@@ -206,7 +208,7 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		if err := sb.WriteFile(ctx, "d1/d2/f.bin", data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := sb.ReadFile(ctx, "d1/d2/f.bin")
+		got, _, err := sb.ReadFile(ctx, "d1/d2/f.bin", 0)
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("read back %q, %v", got, err)
 		}
@@ -214,8 +216,42 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		if strings.TrimSpace(r.Stdout) != fmt.Sprint(len(data)) {
 			t.Errorf("shell sees %q bytes", r.Stdout)
 		}
-		if _, err := sb.ReadFile(ctx, "no/such/file"); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, _, err := sb.ReadFile(ctx, "no/such/file", 0); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("missing file: want ErrNotFound, got %v", err)
+		}
+	})
+	t.Run("BoundedRead", func(t *testing.T) {
+		// A file of any size costs the host at most the limit asked for;
+		// the size says what was left out.
+		sb := start(t)
+		exec(t, sb, "truncate -s 3G big.bin && printf 'abcdef' > small.txt && ln -sf big.bin link.bin", sandbox.ExecOptions{})
+		for _, name := range []string{"big.bin", "link.bin"} {
+			got, size, err := sb.ReadFile(ctx, name, 1000)
+			if err != nil || len(got) != 1000 || size != 3<<30 {
+				t.Errorf("%s: read %d bytes of size %d, %v; want 1000 of %d", name, len(got), size, err, int64(3<<30))
+			}
+		}
+		got, size, err := sb.ReadFile(ctx, "small.txt", 4)
+		if err != nil || string(got) != "abcd" || size != 6 {
+			t.Errorf("small.txt: %q size %d, %v", got, size, err)
+		}
+	})
+	t.Run("UsableAfterCancelledExec", func(t *testing.T) {
+		// A call cancelled while its command ran must not leave the
+		// sandbox to die later: it stays usable long after (the shell's
+		// watchdog once closed it 15 s after any cancellation).
+		if testing.Short() {
+			t.Skip("waits 20 s")
+		}
+		sb := start(t)
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, err := sb.Exec(cctx, sleep(30), sandbox.ExecOptions{}); err == nil {
+			t.Fatal("cancelled exec returned no error")
+		}
+		time.Sleep(20 * time.Second)
+		if r := exec(t, sb, "echo alive", sandbox.ExecOptions{}); r.Stdout != "alive\n" {
+			t.Errorf("after a cancelled exec: %+v", r)
 		}
 	})
 	t.Run("FilesAfterBrokenPath", func(t *testing.T) {
@@ -226,7 +262,7 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		if err := sb.WriteFile(ctx, "new/dir/f.txt", []byte("ok"), 0o644); err != nil {
 			t.Fatalf("write after PATH broke: %v", err)
 		}
-		if b, err := sb.ReadFile(ctx, "new/dir/f.txt"); err != nil || string(b) != "ok" {
+		if b, _, err := sb.ReadFile(ctx, "new/dir/f.txt", 0); err != nil || string(b) != "ok" {
 			t.Fatalf("read after PATH broke: %q, %v", b, err)
 		}
 		var buf bytes.Buffer
@@ -237,7 +273,7 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 		if err := sb.Upload(ctx, "new/up", &buf); err != nil {
 			t.Fatalf("upload after PATH broke: %v", err)
 		}
-		if b, err := sb.ReadFile(ctx, "new/up/u.txt"); err != nil || string(b) != "up" {
+		if b, _, err := sb.ReadFile(ctx, "new/up/u.txt", 0); err != nil || string(b) != "up" {
 			t.Fatalf("uploaded file: %q, %v", b, err)
 		}
 	})
@@ -315,4 +351,38 @@ func Run(t *testing.T, caps Caps, start func(t *testing.T) sandbox.Sandbox) {
 			t.Errorf("write after Close: want ErrClosed, got %v", err)
 		}
 	})
+}
+
+// EnsureWarden makes the in-sandbox warden available to a test binary: the
+// one embedded by `make warden`, or else one built from source now into
+// the temp folder (named by PROCTOR_WARDEN for the rest of the process and
+// its children). Call it from TestMain.
+func EnsureWarden() error {
+	if os.Getenv("PROCTOR_WARDEN") != "" {
+		return nil
+	}
+	if _, err := shell.Warden(runtime.GOARCH); err == nil {
+		return nil
+	}
+	dir := filepath.Join(os.TempDir(), "proctor-test-warden")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "build-")
+	if err != nil {
+		return err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp.Name(), "github.com/proctor-dev/proctor/sandbox/warden")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the warden: %v\n%s", err, b)
+	}
+	// A rename keeps a warden that another test binary is copying intact.
+	out := filepath.Join(dir, "warden-"+runtime.GOARCH)
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return err
+	}
+	return os.Setenv("PROCTOR_WARDEN", out)
 }

@@ -13,6 +13,10 @@
 # and environment, the sandbox's starting state, and leaves nothing behind.
 #
 # Request:  "CAP <bytes>" sets the per-stream cap (head and tail halves).
+# Request:  "STAT" answers "@@PROCTOR STAT <pids> <pids_max>" from the
+#           sandbox's cgroup (0 and max when unknown), without a fork.
+# Request:  "SIG <signal> <pid>" signals pid with the builtin kill, without
+#           a fork, and answers "@@PROCTOR SIG <status>".
 # Request:  "RUN <id> <timeout_ms> <nscript> <nstdin> [F]" then <nscript> bytes
 #           of bash script, then <nstdin> bytes of standard input; F: fresh.
 # Replies:  "@@PROCTOR START <id> <pgid>" once the command runs, then
@@ -26,6 +30,10 @@ __cap=1048576
 __oomfile=
 for __f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
   [ -r "$__f" ] && { __oomfile=$__f; break; }
+done
+__pidsdir=
+for __f in /sys/fs/cgroup /sys/fs/cgroup/pids; do
+  [ -r "$__f/pids.current" ] && { __pidsdir=$__f; break; }
 done
 __oomcount() {
   local k v
@@ -80,6 +88,18 @@ __junk=()
 while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
   case "$__op" in
     CAP) __cap=$__id; continue ;;
+    STAT)
+      __pc=0 __pm=max
+      if [ -n "$__pidsdir" ]; then
+        read -r __pc < "$__pidsdir/pids.current"
+        read -r __pm < "$__pidsdir/pids.max"
+      fi
+      echo "@@PROCTOR STAT $__pc $__pm"
+      continue ;;
+    SIG)
+      kill -s "$__id" -- "$__tmo" 2>/dev/null
+      echo "@@PROCTOR SIG $?"
+      continue ;;
     RUN) ;;
     *) echo "@@PROCTOR BAD $__op"; continue ;;
   esac
@@ -107,7 +127,7 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
       trap '__rc=$?; [ -z "$__proctor_keep" ] && { export -p; printf "cd -- %q 2>/dev/null\n" "$PWD"; } > "$__S/state"; exit $__rc' EXIT
     fi
     echo 500 > /proc/self/oom_score_adj 2>/dev/null
-    eval "unset -v __body __op __id __tmo __n __ni __fresh __f __oom __oomlast __base __junk __in __out __err __code __pid __timedout; $__body"
+    eval "unset -v __body __op __id __tmo __n __ni __fresh __f __oom __oomlast __base __junk __in __out __err __code __pid __timedout __pc __pm __pidsdir; $__body"
   ) < "$__in" > "$__out" 2> "$__err" &
   __pid=$!
   echo "@@PROCTOR START $__id $__pid"

@@ -69,6 +69,10 @@ func New(t Transport, stateDir string) *Shell {
 // StateDir is the controller's folder inside the sandbox.
 func (s *Shell) StateDir() string { return s.state }
 
+// watchdogDelay is how long a call whose context ended waits for the
+// controller's answer before it declares the sandbox gone.
+var watchdogDelay = 15 * time.Second
+
 // Exec runs one command. See sandbox.Sandbox.Exec.
 func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
 	if s.closed.Load() {
@@ -147,13 +151,20 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 		}
 	})
 	defer stop()
-	// If the controller does not answer after ctx ended, the sandbox is gone.
+	// If the controller does not answer within a while after ctx ended,
+	// the sandbox is gone. The watch ends with this call: a controller
+	// that answered stays usable however long the sandbox lives on.
+	answered := make(chan struct{})
+	defer close(answered)
 	watchdog := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(15 * time.Second)
+		t := time.NewTimer(watchdogDelay)
 		defer t.Stop()
-		<-t.C
-		if s.t.Close != nil {
-			s.t.Close()
+		select {
+		case <-t.C:
+			if s.t.Close != nil {
+				s.t.Close()
+			}
+		case <-answered:
 		}
 	})
 	defer watchdog()
@@ -207,6 +218,67 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 			return res, ctx.Err()
 		}
 		return res, nil
+	}
+}
+
+// Stat reports the sandbox's process count and limit from its cgroup
+// (max < 0 when there is none), asked of the controller without a fork, so
+// it answers even when the sandbox has no process slot left.
+func (s *Shell) Stat(ctx context.Context) (pids, max int64, err error) {
+	f, err := s.request(ctx, "STAT\n", "STAT", 4)
+	if err != nil {
+		return 0, 0, err
+	}
+	pids, _ = strconv.ParseInt(f[2], 10, 64)
+	max = -1
+	if v, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+		max = v
+	}
+	return pids, max, nil
+}
+
+// Signal sends sig to pid (as the sandbox numbers it) with the
+// controller's builtin kill, without a fork.
+func (s *Shell) Signal(ctx context.Context, sig, pid int) error {
+	if pid < 2 {
+		return fmt.Errorf("signal: refusing pid %d", pid)
+	}
+	f, err := s.request(ctx, fmt.Sprintf("SIG %d %d\n", sig, pid), "SIG", 3)
+	if err != nil {
+		return err
+	}
+	if f[2] != "0" {
+		return fmt.Errorf("signal %d to pid %d: kill exit %s", sig, pid, f[2])
+	}
+	return nil
+}
+
+// request sends one control line and reads the reply frame of the given
+// kind with n fields.
+func (s *Shell) request(ctx context.Context, line, kind string, n int) ([]string, error) {
+	if s.closed.Load() {
+		return nil, sandbox.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead != nil {
+		return nil, s.dead
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(s.t.Stdin, line); err != nil {
+		return nil, s.fail(fmt.Errorf("send %s: %v: %w", kind, err, sandbox.ErrGone))
+	}
+	for {
+		l, err := s.readLine()
+		if err != nil {
+			return nil, s.fail(fmt.Errorf("read %s reply: %v: %w", kind, err, sandbox.ErrGone))
+		}
+		f := strings.Fields(l)
+		if len(f) == n && f[0] == "@@PROCTOR" && f[1] == kind {
+			return f, nil
+		}
 	}
 }
 

@@ -219,8 +219,15 @@ type SandboxSpec struct {
 	CPUs         float64           `json:"cpus,omitempty"`
 	MemoryMB     int64             `json:"memory_mb,omitempty"`
 	PidsMax      int64             `json:"pids_max,omitempty"`
+	DiskMB       int64             `json:"disk_mb,omitempty"` // what the sandbox may write
 	// Network "host" is honoured only when the run's config allows it.
 	Network string `json:"network,omitempty"`
+	// Private lists absolute folders only the plugin's own operations see:
+	// the verifier's tests and its output. Each starts empty, is emptied
+	// again when verification starts, and is out of reach of everything
+	// the agent runs (a process it left running cannot write a reward
+	// there). A backend that cannot keep them apart refuses the spec.
+	Private []string `json:"private,omitempty"`
 }
 
 // VerifyRequest asks for the verdict after the agent finished.
@@ -313,16 +320,24 @@ type ExecResponse struct {
 	DurationMs int64  `json:"duration_ms"`
 }
 
-// ReadFileRequest reads a file from the sandbox.
+// MaxReadFile is the most a sandbox.read_file answer holds.
+const MaxReadFile = 16 << 20
+
+// ReadFileRequest reads a file from the sandbox: its first MaxBytes bytes
+// (MaxReadFile when zero or above it).
 type ReadFileRequest struct {
-	Path string `json:"path"`
+	Path     string `json:"path"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
 }
 
 // ReadFileResponse holds the file. Missing is set (and Data empty) when the
-// file does not exist, which is not an error.
+// file does not exist, which is not an error. Size is the file's size;
+// Truncated says Data holds only its first bytes.
 type ReadFileResponse struct {
-	Data    []byte `json:"data"`
-	Missing bool   `json:"missing,omitempty"`
+	Data      []byte `json:"data"`
+	Missing   bool   `json:"missing,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 // WriteFileRequest writes a file, creating parent folders.

@@ -119,7 +119,16 @@ func (h *Host) call(op string, req []byte) (uint32, []byte) {
 		if errors.Is(err, os.ErrNotExist) {
 			return reply(abi.ReadFileResponse{Missing: true}, nil)
 		}
-		return reply(abi.ReadFileResponse{Data: b}, err)
+		// The real host's cap, so a plugin's tests see what it will.
+		max := r.MaxBytes
+		if max <= 0 || max > abi.MaxReadFile {
+			max = abi.MaxReadFile
+		}
+		size := int64(len(b))
+		if size > max {
+			return reply(abi.ReadFileResponse{Data: b[:max], Size: size, Truncated: true}, err)
+		}
+		return reply(abi.ReadFileResponse{Data: b, Size: size}, err)
 	case abi.OpWriteFile:
 		var r abi.WriteFileRequest
 		json.Unmarshal(req, &r)

@@ -1,0 +1,361 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/archive"
+	"github.com/proctor-dev/proctor/sandbox/shell"
+)
+
+// view is one side of a sandbox, the plugin's or the agent's. Its commands
+// run in its own shell. Files go through the engine's archive API, except
+// those in the plugin's private folders: they live in the plugin shell's
+// mount namespace, which only that shell (and the warden it runs) reaches.
+type view struct {
+	s      *Sandbox
+	shell  func() *shell.Shell
+	plugin bool
+}
+
+// maxShellArchive caps a download that travels through a shell.
+const maxShellArchive = 64 << 20
+
+// Exec runs cmd in the view's shell. If the shell died, the container is
+// inspected so the error says why (killed, OOM, engine restarted).
+func (v view) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if err := v.s.live(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	r, err := v.shell().Exec(ctx, cmd, o)
+	if err != nil && errors.Is(err, sandbox.ErrGone) && !v.s.closed.Load() {
+		err = v.s.gone(ctx, err)
+	}
+	return r, err
+}
+
+func (v view) abs(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(v.s.workdir, p)
+}
+
+// private reports whether a path lies in one of the plugin's private
+// folders, seen from this view.
+func (v view) private(full string) bool {
+	if !v.plugin {
+		return false
+	}
+	for _, d := range v.s.private {
+		if full == d || strings.HasPrefix(full, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// warden runs the warden in the view's shell with stdin, keeping up to max
+// bytes of its output.
+func (v view) warden(ctx context.Context, stdin []byte, max int, args ...string) (sandbox.ExecResult, error) {
+	return v.Exec(ctx, shellJoin(append([]string{shell.WardenPath}, args...)), sandbox.ExecOptions{Fresh: true, Stdin: stdin, MaxOutput: max})
+}
+
+// wardenErr turns the warden's exit status into an error for path p.
+func wardenErr(op, p string, r sandbox.ExecResult) error {
+	msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.Stderr), "warden: "))
+	switch r.ExitCode {
+	case 0:
+		return nil
+	case 3:
+		return fmt.Errorf("%s %s: %w", op, p, sandbox.ErrNotFound)
+	case 5:
+		return fmt.Errorf("%s %s: %w: %s", op, p, sandbox.ErrUnsafeArchive, msg)
+	}
+	return fmt.Errorf("%s %s: %s", op, p, msg)
+}
+
+// mkdir makes a folder (CopyToContainer needs it). The shell's round trip
+// is cheap; when it cannot (a command broke PATH, or the spec's user may not
+// write there) a separate exec as root does it.
+func (v view) mkdir(ctx context.Context, dir string) error {
+	r, err := v.Exec(ctx, "/bin/mkdir -p -- "+shell.Quote(dir)+" 2>/dev/null || mkdir -p -- "+shell.Quote(dir), sandbox.ExecOptions{Fresh: true})
+	if err != nil {
+		return err
+	}
+	if r.ExitCode == 0 {
+		return nil
+	}
+	if err := v.s.rootExec(ctx, "mkdir", "-p", "--", dir); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFile writes data to p, creating parent folders.
+func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	if err := v.s.live(); err != nil {
+		return err
+	}
+	full := v.abs(p)
+	if mode == 0 {
+		mode = 0o644
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: path.Base(full), Mode: int64(mode.Perm()), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	tw.Write(data)
+	tw.Close()
+	if v.private(full) {
+		r, err := v.warden(ctx, buf.Bytes(), 0, "put", path.Dir(full))
+		if err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+		return wardenErr("write", p, r)
+	}
+	if err := v.mkdir(ctx, path.Dir(full)); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// ReadFile reads the first limit bytes of a file and its size.
+func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
+	if err := v.s.live(); err != nil {
+		return nil, 0, err
+	}
+	if limit <= 0 {
+		limit = sandbox.DefaultReadLimit
+	}
+	full := v.abs(p)
+	if v.private(full) {
+		return v.readThroughShell(ctx, p, full, limit)
+	}
+	rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
+	if err != nil {
+		if client.IsErrNotFound(err) {
+			return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
+		}
+		return nil, 0, fmt.Errorf("read %s: %w", p, engineError(err))
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return nil, 0, fmt.Errorf("read %s: is a directory", p)
+	case tar.TypeSymlink:
+		// Follow the link through the shell's view of the file system.
+		return v.readThroughShell(ctx, p, full, limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(tr, limit))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, h.Size, nil
+}
+
+// readThroughShell reads a file with a command in the view's shell: the
+// warden where there is one, head and stat otherwise.
+func (v view) readThroughShell(ctx context.Context, p, full string, limit int64) ([]byte, int64, error) {
+	var r sandbox.ExecResult
+	var err error
+	n := strconv.FormatInt(limit, 10)
+	if v.s.b.isolate {
+		r, err = v.warden(ctx, nil, int(limit), "read", full, n)
+	} else {
+		q := shell.Quote(full)
+		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
+			sandbox.ExecOptions{Fresh: true, MaxOutput: int(limit)})
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	if err := wardenErr("read", p, r); err != nil {
+		return nil, 0, err
+	}
+	size := int64(len(r.Stdout))
+	for _, line := range strings.Split(r.Stderr, "\n") {
+		if s, ok := strings.CutPrefix(line, "size "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && n >= size {
+				size = n
+			}
+		}
+	}
+	return []byte(r.Stdout), size, nil
+}
+
+// Upload checks the archive, then extracts it into dir.
+func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
+	if err := v.s.live(); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("upload to %s: %w", dir, err)
+	}
+	if err := archive.Check(bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("upload to %s: %w: %w", dir, sandbox.ErrUnsafeArchive, err)
+	}
+	full := v.abs(dir)
+	if v.private(full) {
+		r, err := v.warden(ctx, data, 0, "put", full)
+		if err != nil {
+			return fmt.Errorf("upload to %s: %w", dir, err)
+		}
+		return wardenErr("upload to", dir, r)
+	}
+	if err := v.mkdir(ctx, full); err != nil {
+		return fmt.Errorf("upload to %s: %w", dir, err)
+	}
+	if err := v.s.copyTo(ctx, full, data); err != nil {
+		return fmt.Errorf("upload to %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Download returns p (a file or folder) as a tar stream.
+func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := v.s.live(); err != nil {
+		return nil, err
+	}
+	full := v.abs(p)
+	if v.private(full) {
+		r, err := v.warden(ctx, nil, maxShellArchive+1, "get", full)
+		if err != nil {
+			return nil, fmt.Errorf("download %s: %w", p, err)
+		}
+		if err := wardenErr("download", p, r); err != nil {
+			return nil, err
+		}
+		if r.Truncated || len(r.Stdout) > maxShellArchive {
+			return nil, fmt.Errorf("download %s: over %d MiB", p, maxShellArchive>>20)
+		}
+		return io.NopCloser(strings.NewReader(r.Stdout)), nil
+	}
+	rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
+	if err != nil {
+		if client.IsErrNotFound(err) {
+			return nil, fmt.Errorf("download %s: %w", p, sandbox.ErrNotFound)
+		}
+		return nil, fmt.Errorf("download %s: %w", p, engineError(err))
+	}
+	return rc, nil
+}
+
+// rootExec runs argv as root in a separate exec (about 50 ms), for work
+// that must not depend on the shell's user or state.
+func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
+	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		User:         "0",
+		Cmd:          argv,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return engineError(err)
+	}
+	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return engineError(err)
+	}
+	var stderr bytes.Buffer
+	_, _ = stdcopy.StdCopy(io.Discard, &stderr, io.LimitReader(hj.Reader, 64<<10))
+	hj.Close()
+	st, err := s.b.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return engineError(err)
+	}
+	if st.ExitCode != 0 {
+		return fmt.Errorf("%s: exit %d: %s", argv[0], st.ExitCode, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// copyTo extracts a tar archive into dir, owned by the sandbox's user. The
+// engine resolves a user name in the container's passwd but not a numeric
+// "uid[:gid]"; for those the archive's headers are rewritten to the ids
+// (a chown as root cannot do it: an exec in a container whose user is not
+// root gets no capabilities).
+func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
+	owner := s.user
+	if s.owner != "" {
+		owner = s.owner
+	}
+	uid, gid, numeric := numericUser(owner)
+	if numeric {
+		var err error
+		if data, err = chownArchive(data, uid, gid); err != nil {
+			return err
+		}
+	}
+	err := s.b.cli.CopyToContainer(ctx, s.id, dir, bytes.NewReader(data), container.CopyToContainerOptions{CopyUIDGID: !numeric})
+	return engineError(err)
+}
+
+// numericUser parses "uid" or "uid:gid" (gid 0 when missing, as the
+// engine runs it).
+func numericUser(u string) (uid, gid int, ok bool) {
+	us, gs, hasGid := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil {
+		return 0, 0, false
+	}
+	if hasGid {
+		if gid, err = strconv.Atoi(gs); err != nil {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+// chownArchive rewrites every header of a (checked) archive to uid:gid.
+func chownArchive(data []byte, uid, gid int) ([]byte, error) {
+	tr, err := archive.Reader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read archive: %w", err)
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}

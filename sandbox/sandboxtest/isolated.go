@@ -1,0 +1,164 @@
+package sandboxtest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+// Private are the folders RunIsolated asks to be private, Terminal-Bench's.
+var Private = []string{"/tests", "/logs/verifier"}
+
+// RunIsolated is the suite of sandbox.Isolated: nothing the agent starts can
+// reach what the plugin (the verifier) reads, runs or kills, while what the
+// agent serves stays reachable. start makes a fresh sandbox whose spec has
+// PidsMax pids and Private as its private folders.
+func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.Isolated) {
+	ctx := context.Background()
+	run := func(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
+		t.Helper()
+		r, err := sb.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: time.Minute})
+		if err != nil {
+			t.Fatalf("exec %q: %v", cmd, err)
+		}
+		return r
+	}
+	seal := func(t *testing.T, sb sandbox.Isolated) string {
+		t.Helper()
+		note, err := sb.Seal(ctx)
+		if err != nil {
+			t.Fatalf("seal: %v", err)
+		}
+		return note
+	}
+	tests := func(script string) *bytes.Buffer {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: "test.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))})
+		tw.Write([]byte(script))
+		tw.Close()
+		return &buf
+	}
+
+	t.Run("LeftoverCannotForge", func(t *testing.T) {
+		sb := start(t, 0)
+		agent := sb.Agent()
+		// The attack of Harbor's issue 2551, and its twin on the tests.
+		run(t, agent, `mkdir -p /logs/verifier /tests; nohup setsid bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; printf "echo 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; chmod +x /tests/test.sh; sleep 0.005; done' >/dev/null 2>&1 &`)
+		time.Sleep(200 * time.Millisecond)
+		seal(t, sb)
+		if err := sb.Upload(ctx, "/tests", tests("#!/bin/bash\nsleep 0.3; echo 0 > /logs/verifier/reward.txt\n")); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, sb, "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; cat /logs/verifier/reward.txt")
+		if strings.TrimSpace(r.Stdout) != "0" {
+			t.Errorf("the verifier read %q: a process the agent left running reached its files", r.Stdout)
+		}
+		got, _, err := sb.ReadFile(ctx, "/logs/verifier/reward.txt", 0)
+		if err != nil || strings.TrimSpace(string(got)) != "0" {
+			t.Errorf("plugin read of reward.txt: %q, %v", got, err)
+		}
+		got, _, _ = sb.ReadFile(ctx, "/tests/test.sh", 0)
+		if !strings.Contains(string(got), "sleep 0.3") {
+			t.Errorf("the uploaded tests were replaced: %q", got)
+		}
+		// The agent's own view still has its forgeries, which nobody reads.
+		// (The forger truncates before it writes: read until it has.)
+		r = run(t, agent, `for i in $(seq 100); do [ "$(cat /logs/verifier/reward.txt)" = 1 ] && { echo 1; break; }; sleep 0.01; done`)
+		if strings.TrimSpace(r.Stdout) != "1" {
+			t.Errorf("the agent's view: %q", r.Stdout)
+		}
+	})
+	t.Run("AgentCannotReachPlugin", func(t *testing.T) {
+		sb := start(t, 0)
+		agent := sb.Agent()
+		if err := sb.WriteFile(ctx, "/logs/verifier/secret", []byte("verifier only"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, sb, "nohup sleep 300 >/dev/null 2>&1 &")
+		r := run(t, agent, `
+unshare --mount true 2>/dev/null && echo UNSHARE-MOUNT
+unshare --user true 2>/dev/null && echo UNSHARE-USER
+mount -t tmpfs x /mnt 2>/dev/null && echo MOUNT
+nsenter -t 1 -m true 2>/dev/null && echo NSENTER
+cat /proc/*/root/logs/verifier/secret 2>/dev/null && echo PROCROOT
+ps -eo args | grep -q '^sleep 300' && echo SEES-PLUGIN
+echo x > `+"`"+`readlink -f /.proctor`+"`"+`/warden 2>/dev/null && echo WARDEN-WRITABLE
+kill -9 -1 2>/dev/null; true`)
+		for _, bad := range []string{"UNSHARE-MOUNT", "UNSHARE-USER", "MOUNT", "NSENTER", "PROCROOT", "verifier only", "SEES-PLUGIN", "WARDEN-WRITABLE"} {
+			if strings.Contains(r.Stdout, bad) {
+				t.Errorf("the agent could: %s (output %q)", bad, r.Stdout)
+			}
+		}
+		if r := run(t, sb, "pgrep -c -f '^sleep 300$'"); strings.TrimSpace(r.Stdout) != "1" {
+			t.Errorf("the agent's kill -9 -1 reached the plugin's processes: %+v", r)
+		}
+	})
+	t.Run("KilledShellRestarts", func(t *testing.T) {
+		sb := start(t, 0)
+		agent := sb.Agent()
+		run(t, agent, "cd /tmp && export KEPT=1")
+		r, err := agent.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+		if err != nil {
+			t.Fatalf("kill -9 -1 made an error, not an outcome: %v", err)
+		}
+		if r.ExitCode == 0 {
+			t.Errorf("kill -9 -1 reported exit 0: %+v", r)
+		}
+		r = run(t, agent, "echo alive $KEPT")
+		if strings.TrimSpace(r.Stdout) != "alive" {
+			t.Errorf("after kill -9 -1 the agent's shell: %+v", r)
+		}
+		if r := run(t, sb, "echo plugin"); r.Stdout != "plugin\n" {
+			t.Errorf("the plugin's shell after the agent's kill -9 -1: %+v", r)
+		}
+	})
+	t.Run("ServicesStayReachable", func(t *testing.T) {
+		sb := start(t, 0)
+		agent := sb.Agent()
+		run(t, agent, `nohup python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8765)); s.listen()
+while True:
+    c, _ = s.accept(); c.sendall(b"served by the agent\n"); c.close()
+' >/dev/null 2>&1 &
+for i in $(seq 50); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765))' 2>/dev/null && break; sleep 0.1; done`)
+		seal(t, sb)
+		r := run(t, sb, `python3 -c 'import socket; print(socket.create_connection(("127.0.0.1", 8765)).recv(100).decode().strip())'`)
+		if strings.TrimSpace(r.Stdout) != "served by the agent" {
+			t.Errorf("the verifier cannot reach the agent's service: %+v", r)
+		}
+	})
+	t.Run("ForkBombLeavesVerifierRoom", func(t *testing.T) {
+		sb := start(t, 200)
+		agent := sb.Agent()
+		// Leftovers in sessions of their own, until no slot is left.
+		r, err := agent.Exec(ctx, `python3 -c '
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.setsid(); time.sleep(600); os._exit(0)
+    n += 1
+print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
+		if err != nil {
+			t.Fatalf("the agent's fork storm made an error, not an outcome: %v", err)
+		}
+		note := seal(t, sb)
+		if !strings.Contains(note, "stopped") {
+			t.Errorf("seal said nothing of the agent's processes: %q (agent saw %+v)", note, r)
+		}
+		if r := run(t, sb, "echo verifier runs"); r.Stdout != "verifier runs\n" {
+			t.Errorf("verification could not start after the fork storm: %+v", r)
+		}
+	})
+}

@@ -1,0 +1,145 @@
+//go:build linux
+
+// Command warden is the small static program proctor puts into every
+// isolated sandbox. It keeps what the agent starts apart from what the
+// verifier reads:
+//
+//	warden plugin [-private DIR]... [-size MiB] [-user U] -- ARGV...
+//	    seals /.proctor read-only, enters a mount namespace of its own in
+//	    which every DIR is an empty private tmpfs, prints "@@PROCTOR NS
+//	    <pid>" (its own pid, which holds the namespace) and runs ARGV there
+//	    (the plugin's shell: setup, verification, teardown).
+//	warden agent [-user U] -- ARGV...
+//	    runs ARGV (the agent's shell) in new PID and mount namespaces, with
+//	    /proc remounted (and masked as the container's was) and
+//	    CAP_SYS_ADMIN dropped for good: nothing the agent starts can see,
+//	    signal or trace the plugin's processes, or reach its mounts. It
+//	    prints "@@PROCTOR NS <pid>" (the namespace's init, as the container
+//	    numbers it) before ARGV starts.
+//	warden remount [-ns PID] [-size MiB] [-user U] DIR...
+//	    replaces each DIR with a fresh empty tmpfs owned by U, in the mount
+//	    namespace of PID (a plugin warden) or else the caller's.
+//	warden kill NSINIT PGID
+//	    kills process group PGID as numbered inside the PID namespace whose
+//	    init is NSINIT.
+//	warden put DIR      extracts a tar stream from stdin into DIR
+//	warden get PATH     writes PATH (file or folder) as a tar stream
+//	warden read PATH N  writes the first N bytes of file PATH; the file's
+//	                    size goes to stderr as "size S"
+//	warden id USER      prints the uid and gid USER runs as
+//
+// Exit codes of put, get and read: 0 ok, 3 not found, 4 a directory (read),
+// 5 an unsafe archive (put), 1 anything else.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Dir is where the host puts the warden (read-only once sealed).
+const Dir = "/.proctor"
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(2, "usage: warden plugin|agent|remount|kill|put|get|read ...")
+	}
+	args := os.Args[2:]
+	var err error
+	switch os.Args[1] {
+	case "plugin":
+		err = plugin(args)
+	case "agent":
+		err = agent(args)
+	case "agent-init":
+		err = agentInit(args)
+	case "remount":
+		err = remount(args)
+	case "kill":
+		err = killGroup(args)
+	case "put":
+		err = put(args)
+	case "get":
+		err = get(args)
+	case "read":
+		err = read(args)
+	case "id":
+		err = id(args)
+	default:
+		fail(2, "unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		code := 1
+		if c, ok := err.(exitCode); ok {
+			code = c.code
+		}
+		fail(code, "%v", err)
+	}
+}
+
+// exitCode is an error that asks for a given exit status.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+
+func fail(code int, format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "warden: "+format+"\n", a...)
+	os.Exit(code)
+}
+
+// flags is the little option parser every command shares: repeated
+// "-name value" pairs, then "--" and the command to run.
+type flags struct {
+	private []string
+	size    int64
+	user    string
+	ns      int
+	argv    []string
+	rest    []string
+}
+
+func parse(args []string) (flags, error) {
+	var f flags
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			f.argv = args[i+1:]
+			return f, nil
+		}
+		if !strings.HasPrefix(a, "-") {
+			f.rest = append(f.rest, a)
+			continue
+		}
+		if i+1 >= len(args) {
+			return f, fmt.Errorf("%s needs a value", a)
+		}
+		v := args[i+1]
+		i++
+		switch a {
+		case "-private":
+			f.private = append(f.private, v)
+		case "-user":
+			f.user = v
+		case "-ns":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 2 {
+				return f, fmt.Errorf("-ns %q: want a process id", v)
+			}
+			f.ns = n
+		case "-size":
+			var n int64
+			if _, err := fmt.Sscan(v, &n); err != nil || n <= 0 {
+				return f, fmt.Errorf("-size %q: want a positive number of MiB", v)
+			}
+			f.size = n
+		default:
+			return f, fmt.Errorf("unknown option %s", a)
+		}
+	}
+	return f, nil
+}
