@@ -9,7 +9,7 @@ TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools
+.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,6 +20,13 @@ plugins: ## build the bundled plugins to wasm (embedded by build)
 	  echo "plugin $$p"; \
 	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
 	done
+
+python-runtime: ## build the Python plugin runtime from Debian's sources (once per machine; cached)
+	@bash sdk/python/runtime/build.sh
+
+test-python: ## run the Python SDK's and the Python plugins' native tests with this machine's python3
+	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -t sdk/python/tests
+	@for d in plugins/python/*/; do PYTHONPATH=sdk/python python3 -m unittest discover -s $$d -t $$d || exit 1; done
 
 WARDEN    := sandbox/shell/warden
 
@@ -45,13 +52,13 @@ fixture-images: base-image ## build the test fixtures' images (offline, from the
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
 
-test: fixture-images plugins warden test-tools ## run the tests (starts what they need first)
+test: fixture-images plugins warden test-tools python-runtime ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins warden test-tools ## run the tests under the race detector
+test-race: fixture-images plugins warden test-tools python-runtime ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 
-bench: fixture-images plugins warden ## run the benchmarks (medians: pipe through benchstat)
+bench: fixture-images plugins warden python-runtime ## run the benchmarks (medians: pipe through benchstat)
 	$(GO) test $(BENCHFLAGS) ./...
 
 lint: ## gofmt, go vet for linux and wasip1

@@ -22,6 +22,7 @@ type pluginCmd struct {
 	Check   checkCmd   `cmd:"" help:"Load a plugin, run describe and tasks.load, and validate what comes back."`
 	Push    pushCmd    `cmd:"" help:"Push a plugin to an OCI registry, its manifest as annotations."`
 	Pull    pullCmd    `cmd:"" help:"Pull a plugin from an OCI registry into the cache, verified."`
+	Build   buildCmd   `cmd:"" help:"Build a plugin written in Python into one .wasm file."`
 }
 
 // checkReward scores a made-up rollout with a reward-only plugin: one

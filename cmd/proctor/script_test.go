@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+	"github.com/proctor-dev/proctor/sdk/python"
 )
 
 // TestMain lets testscript run this test binary as the real `proctor`
@@ -31,6 +32,9 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Found before the scripts point PROCTOR_CACHE_DIR elsewhere.
+	pyRuntime := python.RuntimeDir()
+	_, pyErr := python.LoadRuntime(pyRuntime)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
@@ -46,6 +50,10 @@ func TestScripts(t *testing.T) {
 			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
 				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
 			}
+			if pyErr != nil && os.Getenv("PROCTOR_REQUIRE_PYTHON") == "1" {
+				return fmt.Errorf("PROCTOR_REQUIRE_PYTHON=1 but %v: run `make python-runtime`", pyErr)
+			}
+			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
 			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
 				if v, ok := os.LookupEnv(k); ok {
@@ -58,6 +66,8 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "docker":
 				return dockerAvailable(), nil
+			case "python":
+				return pyErr == nil, nil
 			}
 			return false, nil
 		},

@@ -9,7 +9,8 @@
 // reach only its own rollout's sandbox. A trap, a panic, a deadline or a
 // size cap discards the instance and comes back as a *PluginError naming
 // the plugin and the hook; the host and every other instance go on.
-// Plugins get no WASI files, environment, arguments or network.
+// Plugins get no WASI environment, arguments or network, and no files but
+// the read-only ones they carry themselves (abi.FilesSection).
 package wasm
 
 import (
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -145,6 +147,8 @@ type Plugin struct {
 	name     string
 	sha      string
 	compiled wazero.CompiledModule
+	files    fs.FS     // the plugin's own read-only files; nil when it has none
+	image    *memImage // the memory every instance starts from; nil: a fresh one
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
@@ -168,7 +172,21 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	if !bytes.HasPrefix(wasm, []byte("\x00asm")) {
 		return nil, perr(ErrNotWasm, fmt.Errorf("not a WebAssembly file (build plugins with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)"))
 	}
-	compiled, err := r.rt.CompileModule(ctx, wasm)
+	code, sections, err := splitSections(wasm)
+	if err != nil {
+		return nil, perr(ErrNotWasm, err)
+	}
+	if files, ok := sections[abi.FilesSection]; ok {
+		if p.files, err = newFilesFS(files); err != nil {
+			return nil, perr(ErrNotWasm, err)
+		}
+	}
+	if image, ok := sections[abi.MemorySection]; ok {
+		if p.image, err = parseImage(image, uint32(r.cfg.MemoryLimitMiB)*16); err != nil {
+			return nil, perr(ErrNotWasm, err)
+		}
+	}
+	compiled, err := r.rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, perr(ErrNotWasm, fmt.Errorf("compile: %w", err))
 	}
@@ -177,7 +195,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, perr(ErrABI, err)
 	}
 	p.compiled = compiled
-	inst, err := p.instantiate(ctx, InstanceConfig{}, nil)
+	inst, err := p.instantiate(ctx, InstanceConfig{}, nil, false)
 	if err != nil {
 		compiled.Close(ctx)
 		return nil, err
@@ -311,10 +329,11 @@ func (p *Plugin) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if p.allowed == nil && len(p.manifest.Capabilities) > 0 {
 		return nil, &PluginError{Plugin: p.name, Kind: ErrDenied, Err: errors.New("capabilities not checked: call Grant before Instantiate")}
 	}
-	return p.instantiate(ctx, cfg, p.allowed)
+	return p.instantiate(ctx, cfg, p.allowed, false)
 }
 
-func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed map[string]bool) (*Instance, error) {
+// instantiate makes an instance; fresh leaves out the memory image.
+func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed map[string]bool, fresh bool) (*Instance, error) {
 	log := cfg.Log
 	if log == nil {
 		log = p.r.cfg.Log
@@ -344,9 +363,18 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 		WithSysNanosleep().
 		WithStdout(out).
 		WithStderr(errw)
+	if p.files != nil {
+		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(p.files, "/"))
+	}
 	mod, err := p.r.rt.InstantiateModule(ctx, p.compiled, mc)
 	if err != nil {
 		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
+	}
+	if p.image != nil && !fresh {
+		if err := p.image.apply(mod.Memory()); err != nil {
+			mod.Close(ctx)
+			return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
+		}
 	}
 	return &Instance{p: p, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
 }

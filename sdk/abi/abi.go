@@ -28,6 +28,28 @@
 // refused before it is instantiated, with a message to rebuild it against
 // the current SDK.
 //
+// # Files
+//
+// A plugin may carry read-only files in a custom section named
+// FilesSection: a zip archive whose entries are all stored (not
+// compressed). The host compiles the module without that section, so
+// plugins that differ only in their files (Python plugins: one runtime,
+// each with its own code) share one compilation, and mounts the archive's
+// tree read-only at "/" of every instance. A plugin without the section
+// gets no files at all.
+//
+// A plugin may also carry a memory image in a custom section named
+// MemorySection: the state its initialization leaves (the Python runtime:
+// the interpreter started and the plugin imported), written over each
+// fresh instance's memory right after _initialize, so every rollout starts
+// initialized instead of initializing again. Its payload is gzip of the
+// little-endian u32 memory size in 64 KiB pages, the u32 count of runs,
+// and each run as u32 offset, u32 length and its bytes, in increasing,
+// non-overlapping offsets: the bytes that differ from a fresh instance.
+// The module's mutable globals are not in the image, so the state must be
+// taken between calls (the stack unwound). The host's wasm.Plugin.Snapshot
+// makes one.
+//
 // # Hooks
 //
 // Each hook is a method name; its input and output are JSON (types below).
@@ -48,6 +70,11 @@ const (
 	MarkerExport = "proctor_abi_v1"
 	HandleExport = "proctor_handle"
 	ImportModule = "proctor_v1"
+
+	// FilesSection is the custom section of a plugin's read-only files.
+	FilesSection = "proctor.files"
+	// MemorySection is the custom section of a plugin's memory image.
+	MemorySection = "proctor.memory"
 
 	ImportReadInput    = "read_input"
 	ImportSetOutput    = "set_output"

@@ -1,0 +1,363 @@
+"""Tests of the Python SDK and its native harness, under the machine's
+CPython (3.10 or later):
+
+    PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests
+
+The wasm side (the same dispatch inside the runtime, under the real host)
+is tested by the Go tests of sdk/python."""
+
+import base64
+import io
+import json
+import tarfile
+import unittest
+from dataclasses import dataclass, field
+from typing import Optional
+
+import proctor
+from proctor import testing
+
+
+def call_raw(method, obj):
+    status, out = proctor.handle(method, json.dumps(obj).encode())
+    return status, json.loads(out)
+
+
+class Env:
+    def __init__(self):
+        self.seen = []
+
+    def manifest(self):
+        return proctor.Manifest(name="t", version="0.1", capabilities=[proctor.OP_EXEC, proctor.OP_READ_FILE, proctor.OP_WRITE_FILE, proctor.OP_UPLOAD, proctor.OP_DOWNLOAD, proctor.OP_HOST_INFO], optional_capabilities=[proctor.OP_RESET, proctor.OP_DATASET_READ])
+
+    def load_tasks(self, config):
+        self.seen.append(config)
+        return proctor.TasksResponse(tasks=[proctor.Task(id="a", data={"n": 1})])
+
+    def sandbox(self, r):
+        self.seen.append(r)
+        return proctor.SandboxSpec(image="img", build_context=b"\x00tar", env={"A": "1"})
+
+    def verify(self, r):
+        self.seen.append(r)
+        return {"reward": 0.25, "passed": False, "tests": [{"name": "x", "status": "failed"}]}
+
+
+class TestDispatch(unittest.TestCase):
+    def setUp(self):
+        self.env = Env()
+        proctor.register(self.env)
+
+    def test_describe(self):
+        status, m = call_raw("describe", {})
+        self.assertEqual(status, proctor.STATUS_OK)
+        self.assertEqual(m["abi"], 1)
+        self.assertEqual(m["hooks"], ["describe", "tasks.load", "rollout.sandbox", "rollout.verify"])
+        self.assertEqual(m["optional_capabilities"], ["sandbox.reset", "dataset.read"])
+        self.assertNotIn("config_schema", m)
+
+    def test_requests_and_responses(self):
+        status, out = call_raw("tasks.load", {"config": {"k": [1]}})
+        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "data": {"n": 1}}], "skipped": []}))
+        self.assertEqual(self.env.seen[-1], {"k": [1]})
+
+        req = {"task": {"id": "a", "data": {"n": 1}, "new_field": 1}, "config": None, "rollout_id": "a#0", "seed": 7, "unknown": True}
+        status, spec = call_raw("rollout.sandbox", req)
+        self.assertEqual(status, 0)
+        self.assertEqual(base64.b64decode(spec["build_context"]), b"\x00tar")
+        r = self.env.seen[-1]
+        self.assertIsInstance(r, proctor.RolloutRequest)
+        self.assertEqual((r.task.id, r.task.data, r.rollout_id, r.seed, r.config), ("a", {"n": 1}, "a#0", 7, None))
+
+        status, v = call_raw("rollout.verify", dict(req, agent_timed_out=True))
+        self.assertEqual(status, 0)
+        self.assertEqual(v["reward"], 0.25)
+        self.assertEqual(v["tests"], [{"name": "x", "status": "failed", "message": ""}])
+        self.assertTrue(self.env.seen[-1].agent_timed_out)
+
+    def test_unimplemented(self):
+        self.assertEqual(call_raw("prompt.format", {})[0], proctor.STATUS_UNKNOWN)
+        self.assertEqual(call_raw("reward.score", {})[0], proctor.STATUS_UNKNOWN)
+        self.assertEqual(call_raw("no.such", {})[0], proctor.STATUS_UNKNOWN)
+        # setup and teardown are optional: nothing to do is success.
+        self.assertEqual(proctor.handle("rollout.setup", b"{}"), (0, b"{}"))
+        self.assertEqual(proctor.handle("rollout.teardown", b"{}"), (0, b"{}"))
+
+    def test_bad_input(self):
+        for data in (b"{", b"[]", json.dumps({"task": "x"}).encode(), json.dumps({"task": {"id": "a"}, "seed": 1, "build_context": 1}).encode()[:-3]):
+            status, out = proctor.handle("rollout.sandbox", data)
+            self.assertEqual(status, proctor.STATUS_BAD_REQUEST, data)
+            self.assertIn("bad input", json.loads(out)["error"])
+
+    def test_bad_output_is_the_plugins_bug(self):
+        cases = [
+            (lambda r: {"reward": "1"}, "VerifyResponse.reward: want a number, got str"),
+            (lambda r: {"rewrad": 1}, "VerifyResponse has no field 'rewrad'"),
+            (lambda r: proctor.PromptResponse(user="x"), "want proctor.VerifyResponse"),
+            (lambda r: proctor.VerifyResponse(reward=float("nan")), "cannot be JSON"),
+            (lambda r: proctor.VerifyResponse(tests=[{"name": 3}]), "TestResult.name: want a str"),
+        ]
+        for fn, want in cases:
+            self.env.verify = fn
+            status, out = call_raw("rollout.verify", {"task": {"id": "a"}})
+            self.assertEqual(status, proctor.STATUS_ERROR)
+            self.assertEqual(out["class"], "plugin")
+            self.assertIn(want, out["error"])
+
+    def test_errors_and_classes(self):
+        def boom(r):
+            return helper(r)
+
+        def helper(r):
+            return {}["missing"]
+
+        cases = [
+            (proctor.Error("plain"), "plain", None),
+            (proctor.Error("classed", "setup"), "classed", "setup"),
+            (proctor.VerifierError("no verdict"), "no verdict", "verifier"),
+            (proctor.SetupError("no image"), "no image", "setup"),
+        ]
+        for exc, msg, cls in cases:
+
+            def raise_it(r, exc=exc):
+                raise exc
+
+            self.env.verify = raise_it
+            status, out = call_raw("rollout.verify", {"task": {"id": "a"}})
+            self.assertEqual((status, out.get("error"), out.get("class")), (proctor.STATUS_ERROR, msg, cls))
+
+        self.env.verify = boom
+        status, out = call_raw("rollout.verify", {"task": {"id": "a"}})
+        self.assertEqual((status, out["class"]), (proctor.STATUS_ERROR, "plugin"))
+        lines = out["error"].splitlines()
+        self.assertEqual(lines[0], "rollout.verify: uncaught KeyError: 'missing'")
+        self.assertEqual(lines[1], "Traceback:")
+        self.assertRegex(lines[2], r'File ".*test_sdk.py", line \d+, in boom')
+        self.assertEqual(lines[3].strip(), "return helper(r)")
+        self.assertRegex(lines[4], r"in helper$")
+        self.assertNotIn("__init__.py", out["error"], "the SDK's own frames are left out")
+
+    def test_traceback_keeps_the_last_frames(self):
+        def deep(n):
+            if n == 0:
+                raise RuntimeError("bottom")
+            return deep(n - 1)
+
+        self.env.verify = lambda r: deep(20)
+        _, out = call_raw("rollout.verify", {"task": {"id": "a"}})
+        self.assertIn(f"Traceback (last {proctor.TRACEBACK_FRAMES} of 22 frames):", out["error"])
+        self.assertEqual(out["error"].count("in deep"), proctor.TRACEBACK_FRAMES)
+        self.assertTrue(out["error"].endswith('raise RuntimeError("bottom")'))
+
+    def test_syntax_errors_name_the_line(self):
+        try:
+            compile("x = 1\ndef f(:\n", "/app/broken.py", "exec")
+        except SyntaxError as e:
+            text = proctor.describe_exception("import broken: uncaught", e)
+        self.assertEqual(text.splitlines()[1:], ['  File "broken.py", line 2', "    def f(:"])
+
+    def test_exits_and_memory_errors_are_reported(self):
+        import sys
+
+        for fn, want in ((lambda r: sys.exit(3), "uncaught SystemExit: 3"), (lambda r: [0] * (1 << 62), "uncaught MemoryError"), (lambda r: (_ for _ in ()).throw(KeyboardInterrupt), "KeyboardInterrupt")):
+            self.env.verify = fn
+            status, out = call_raw("rollout.verify", {"task": {"id": "a"}})
+            self.assertEqual((status, out["class"]), (proctor.STATUS_ERROR, "plugin"))
+            self.assertIn(want, out["error"])
+
+    def test_nothing_registered(self):
+        proctor._env = None
+        status, out = call_raw("describe", {})
+        self.assertEqual(status, proctor.STATUS_ERROR)
+        self.assertIn("call proctor.register", out["error"])
+
+    def test_register_checks_the_object(self):
+        with self.assertRaisesRegex(TypeError, "no load_tasks"):
+            proctor.register(object.__new__(type("E", (), {"manifest": lambda s: None})))
+        with self.assertRaisesRegex(TypeError, "no score"):
+            proctor.register_reward(object.__new__(type("S", (), {"manifest": lambda s: None})))
+
+
+class TestMessages(unittest.TestCase):
+    def test_round_trip(self):
+        v = proctor.VerifyResponse(reward=1, passed=True, scores={"a": 0.5}, tests=[proctor.TestResult(name="t", status="passed")])
+        self.assertEqual(proctor.VerifyResponse.from_json(json.loads(json.dumps(v.to_json()))), v)
+        self.assertIn("reward=1", repr(v))
+
+    def test_fields_are_fixed(self):
+        with self.assertRaisesRegex(TypeError, "no field rewrd"):
+            proctor.RewardResponse(rewrd=1)
+        a, b = proctor.TasksResponse(), proctor.TasksResponse()
+        a.tasks.append(proctor.Task(id="x"))
+        self.assertEqual(b.tasks, [], "defaults are not shared")
+
+    def test_bytes(self):
+        spec = proctor.SandboxSpec.from_json({"build_context": base64.b64encode(b"abc").decode()})
+        self.assertEqual(spec.build_context, b"abc")
+        with self.assertRaisesRegex(ValueError, "build_context"):
+            proctor.SandboxSpec.from_json({"build_context": "!!"})
+        self.assertEqual(proctor.SandboxSpec(build_context="é").to_json()["build_context"], base64.b64encode("é".encode()).decode())
+
+
+class TestConfig(unittest.TestCase):
+    def test_class_schema(self):
+        class Inner:
+            n: int = 1
+
+        class C:
+            name: str = "d"
+            ratio: float = 0.5
+            on: bool = False
+            tags: "list[str]" = []
+            limits: "dict[str, int]" = {}
+            maybe: "int | None" = None
+            inner: Inner = None
+            anything: "Any" = None
+
+        c = proctor.decode_config({"name": "x", "ratio": 2, "tags": ["a"], "limits": {"a": 3}, "maybe": 4, "inner": {"n": 5}, "anything": [1]}, C)
+        self.assertEqual((c.name, c.ratio, c.on, c.tags, c.limits, c.maybe, c.inner.n, c.anything), ("x", 2.0, False, ["a"], {"a": 3}, 4, 5, [1]))
+        d = proctor.decode_config(None, C)
+        self.assertEqual((d.name, d.tags, d.maybe), ("d", [], None))
+        d.tags.append("z")
+        self.assertEqual(proctor.decode_config({}, C).tags, [], "defaults are copied, not shared")
+
+        bad = [
+            ({"nmae": "x"}, "unknown key 'nmae' (known keys: anything, inner, limits, maybe, name, on, ratio, tags)"),
+            ({"ratio": "high"}, "ratio: want a number, got a string"),
+            ({"on": 1}, "on: want true or false, got a number"),
+            ({"tags": "a"}, "tags: want an array, got a string"),
+            ({"tags": ["a", 2]}, "tags[1]: want a string, got a number"),
+            ({"limits": {"a": "x"}}, "limits.a: want an integer"),
+            ({"maybe": "x"}, "maybe: want an integer"),
+            ({"inner": {"m": 1}}, "unknown key 'inner.m'"),
+            ([], "config: want a table, got an array"),
+        ]
+        for raw, want in bad:
+            with self.subTest(raw=raw), self.assertRaises(proctor.ConfigError) as e:
+                proctor.decode_config(raw, C)
+            self.assertIn(want, str(e.exception))
+
+    def test_dataclass_and_typing(self):
+        @dataclass
+        class D:
+            required: str
+            items: list = field(default_factory=list)
+            opt: Optional[int] = None
+
+        d = proctor.decode_config('{"required": "r", "opt": 2}', D)
+        self.assertEqual((d.required, d.items, d.opt), ("r", [], 2))
+        with self.assertRaisesRegex(proctor.ConfigError, "missing key 'required'"):
+            proctor.decode_config({}, D)
+        with self.assertRaisesRegex(proctor.ConfigError, "integer"):
+            proctor.decode_config({"required": "r", "opt": 1.5}, D)
+
+    def test_int_accepts_whole_floats(self):
+        class C:
+            n: int = 0
+
+        self.assertEqual(proctor.decode_config({"n": 3.0}, C).n, 3)
+        with self.assertRaises(proctor.ConfigError):
+            proctor.decode_config({"n": True}, C)
+
+
+class Ops:
+    def manifest(self):
+        return Env().manifest()
+
+    def load_tasks(self, config):
+        return proctor.TasksResponse()
+
+    def verify(self, r):
+        step = r.task.id
+        if step == "exec":
+            res = proctor.exec("echo $GREETING > /work/out.txt; cat; echo err >&2; exit 3", env={"GREETING": "hi"}, stdin=b"in")
+            return proctor.VerifyResponse(output=json.dumps(res.to_json()))
+        if step == "files":
+            proctor.write_file("/work/sub/a.txt", "é")
+            data = proctor.read_file("sub/a.txt")
+            try:
+                proctor.read_file("nope")
+                missing = "no"
+            except FileNotFoundError:
+                missing = "yes"
+            return proctor.VerifyResponse(output=f"{data.decode()} {missing}")
+        if step == "tar":
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+                info = tarfile.TarInfo("d/f.txt")
+                info.size = 2
+                tf.addfile(info, io.BytesIO(b"ok"))
+            proctor.upload("/work", buf.getvalue())
+            back = tarfile.open(fileobj=io.BytesIO(proctor.download("/work/d")))
+            return proctor.VerifyResponse(output=back.extractfile("d/f.txt").read().decode())
+        if step == "denied":
+            proctor.complete([{"role": "user", "content": "hi"}])
+        if step == "dataset":
+            return proctor.VerifyResponse(output=str(len(proctor.read_all_rows("rows"))))
+        if step == "reset":
+            proctor.reset_sandbox()
+            return proctor.VerifyResponse(output=proctor.read_file("/work/fresh").decode())
+        if step == "info":
+            proctor.log(proctor.LEVEL_WARN, "hello")
+            return proctor.VerifyResponse(output=proctor.info().backend)
+        raise AssertionError(step)
+
+
+class TestHarness(unittest.TestCase):
+    def setUp(self):
+        proctor.register(Ops())
+        self.host = testing.Host(workdir="/work").install()
+        self.addCleanup(self.host.close)
+
+    def verify(self, step):
+        return self.host.call("rollout.verify", {"task": {"id": step}}).output
+
+    def test_exec(self):
+        res = json.loads(self.verify("exec"))
+        self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("in", "err\n", 3))
+        with open(self.host.path("/work/out.txt")) as f:
+            self.assertEqual(f.read(), "hi\n", "absolute paths map under the root")
+
+    def test_files_and_tar(self):
+        self.assertEqual(self.verify("files"), "é yes")
+        self.assertEqual(self.verify("tar"), "ok")
+
+    def test_capabilities_are_enforced(self):
+        with self.assertRaises(testing.HookError) as e:
+            self.verify("denied")
+        self.assertIn("DeniedError: host model.complete: model.complete was not declared", e.exception.message)
+        self.host.grants = [proctor.OP_EXEC]
+        with self.assertRaisesRegex(testing.HookError, "sandbox.write_file was not declared"):
+            self.verify("files")
+
+    def test_datasets_page(self):
+        self.host.datasets["rows"] = [{"i": i} for i in range(2500)]
+        self.assertEqual(self.verify("dataset"), "2500")
+        self.assertEqual(self.host.calls.count(proctor.OP_DATASET_READ), 3)
+
+    def test_reset(self):
+        with self.assertRaisesRegex(testing.HookError, "no reset"):
+            self.verify("reset")
+
+        def fresh(h):
+            import os
+
+            os.makedirs(h.path("/work"))
+            with open(h.path("/work/fresh"), "w") as f:
+                f.write("new")
+
+        self.host.reset = fresh
+        self.assertEqual(self.verify("reset"), "new")
+
+    def test_info_and_log(self):
+        self.assertEqual(self.verify("info"), "emulator")
+        self.assertEqual(self.host.logs, [(proctor.LEVEL_WARN, "hello")])
+
+    def test_no_host(self):
+        self.host.close()
+        with self.assertRaisesRegex(testing.HookError, "no host: natively, run hooks under proctor.testing.Host"):
+            testing.call("rollout.verify", {"task": {"id": "info"}})
+
+
+if __name__ == "__main__":
+    unittest.main()
