@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )

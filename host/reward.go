@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"math"
 
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/bundled"
+	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 )
 

@@ -38,7 +38,7 @@ func TestLayering(t *testing.T) {
 				if !inModule || !under(dep, "sdk") {
 					t.Errorf("%s imports %s: plugins and the SDK may import only the standard library and sdk/...", me, d)
 				}
-			case under(me, "host/wasm"):
+			case under(me, "host/plugin/wasm"):
 				if inModule && (under(dep, "sandbox") || under(dep, "agent") || dep == "host") {
 					t.Errorf("%s imports %s: the wasm runtime receives capabilities as function values", me, d)
 				}
@@ -63,11 +63,11 @@ func TestLayering(t *testing.T) {
 				}
 				t.Errorf("%s imports openai-go directly: only agent/openai may", me)
 			}
-			if strings.HasPrefix(d, "oras.land/oras-go") && !under(me, "host/oci") {
+			if strings.HasPrefix(d, "oras.land/oras-go") && !under(me, "host/plugin/oci") {
 				if !directImport(t, pkg, "oras.land/oras-go") {
 					continue
 				}
-				t.Errorf("%s imports oras-go directly: only host/oci may", me)
+				t.Errorf("%s imports oras-go directly: only host/plugin/oci may", me)
 			}
 		}
 	}

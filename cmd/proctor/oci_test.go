@@ -14,10 +14,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/bundled"
-	"github.com/proctor-dev/proctor/host/oci/ocitest"
+	"github.com/proctor-dev/proctor/host/plugin/bundled"
+	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/oci"
-	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/oci"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 

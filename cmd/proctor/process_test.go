@@ -17,8 +17,8 @@ import (
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
 	"github.com/proctor-dev/proctor/host/export"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 )
 
 // TestResumeRefusesOtherPlugins: a run resumed with other plugin bytes

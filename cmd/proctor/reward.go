@@ -12,7 +12,7 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 

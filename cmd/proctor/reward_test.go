@@ -16,8 +16,8 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 )
 
 // TestMain lets testscript run this test binary as the real `proctor`

@@ -13,8 +13,8 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/export"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 )
 
 // trainRollout is one rollout of a run directory written by trainRun.

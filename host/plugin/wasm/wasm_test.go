@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -134,7 +134,7 @@ func TestCapabilityChecks(t *testing.T) {
 	}
 
 	// A plugin calling an operation it did not declare gets status 3.
-	evil := load(t, r, "./host/wasm/testdata/evil")
+	evil := load(t, r, "./host/plugin/wasm/testdata/evil")
 	if err := evil.Grant([]string{abi.OpExec, abi.OpReadFile}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +170,10 @@ func TestBadPlugins(t *testing.T) {
 	if _, err := r.LoadFile(ctx, notWasm); !errors.Is(err, ErrNotWasm) || !strings.Contains(err.Error(), "x.wasm") {
 		t.Errorf("not wasm: %v", err)
 	}
-	if _, err := r.LoadFile(ctx, wasmtest.Build(t, "./host/wasm/testdata/abiv2")); !errors.Is(err, ErrABI) || !strings.Contains(err.Error(), "rebuild it against sdk v1") {
+	if _, err := r.LoadFile(ctx, wasmtest.Build(t, "./host/plugin/wasm/testdata/abiv2")); !errors.Is(err, ErrABI) || !strings.Contains(err.Error(), "rebuild it against sdk v1") {
 		t.Errorf("ABI v2: %v", err)
 	}
-	if _, err := r.LoadFile(ctx, wasmtest.Build(t, "./host/wasm/testdata/nohandle")); !errors.Is(err, ErrABI) || !strings.Contains(err.Error(), "proctor_handle") {
+	if _, err := r.LoadFile(ctx, wasmtest.Build(t, "./host/plugin/wasm/testdata/nohandle")); !errors.Is(err, ErrABI) || !strings.Contains(err.Error(), "proctor_handle") {
 		t.Errorf("missing export: %v", err)
 	}
 }
@@ -184,9 +184,9 @@ func TestHostileHooks(t *testing.T) {
 	// a slow machine (or -race) cannot turn a trap into a timeout.
 	short := newRuntime(t, Config{HookTimeout: 2 * time.Second, MemoryLimitMiB: 128, MaxOutput: 8 << 20})
 	long := newRuntime(t, Config{HookTimeout: 2 * time.Minute, MemoryLimitMiB: 128, MaxOutput: 8 << 20})
-	evilShort := load(t, short, "./host/wasm/testdata/evil")
+	evilShort := load(t, short, "./host/plugin/wasm/testdata/evil")
 	evilShort.Grant([]string{abi.OpExec})
-	evilLong := load(t, long, "./host/wasm/testdata/evil")
+	evilLong := load(t, long, "./host/plugin/wasm/testdata/evil")
 	evilLong.Grant([]string{abi.OpExec})
 	r := long
 	cases := map[string]error{

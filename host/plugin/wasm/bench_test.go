@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -112,7 +112,7 @@ func BenchmarkTrivialHook(b *testing.B) {
 	ctx := context.Background()
 	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
 	defer r.Close(ctx)
-	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/wasm/testdata/evil"))
+	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/plugin/wasm/testdata/evil"))
 	p.Grant([]string{abi.OpExec})
 	inst, _ := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(map[string][]byte{})})
 	for b.Loop() {
@@ -127,7 +127,7 @@ func BenchmarkTrivialHookWithOp(b *testing.B) {
 	ctx := context.Background()
 	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
 	defer r.Close(ctx)
-	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/wasm/testdata/evil"))
+	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/plugin/wasm/testdata/evil"))
 	p.Grant([]string{abi.OpExec})
 	ops := map[string]Op{abi.OpExec: func(ctx context.Context, req []byte) ([]byte, error) { return []byte(`{"stdout":"hi"}`), nil }}
 	inst, _ := p.Instantiate(ctx, InstanceConfig{Ops: ops})

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/oci/ocitest"
+	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
 )
 
 var meta = Meta{Name: "toolstats", Version: "1.2.3", ABI: 1, Capabilities: []string{"host.info", "model.complete"}, Description: "d"}
