@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -51,7 +51,7 @@ type Verdict struct {
 	Reward float64
 	Passed bool
 	Scores map[string]float64
-	Tests  []results.Test
+	Tests  []rundir.Test
 	Output string // the tail of the verifier's output, for humans
 }
 
@@ -92,7 +92,7 @@ type AgentInput struct {
 type AgentOutput struct {
 	Transcript any
 	Turns      int
-	Usage      results.Usage
+	Usage      rundir.Usage
 	StopReason string
 }
 
@@ -112,7 +112,7 @@ type ClassError struct {
 func (e *ClassError) Error() string { return e.Err.Error() }
 func (e *ClassError) Unwrap() error { return e.Err }
 
-// WithClass tags err with an error class (results.Class*).
+// WithClass tags err with an error class (rundir.Class*).
 func WithClass(class string, err error) error {
 	if err == nil {
 		return nil

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -117,7 +117,7 @@ func classify(err error) error {
 			}
 			return err
 		}
-		return WithClass(results.ClassPlugin, err)
+		return WithClass(rundir.ClassPlugin, err)
 	}
 	return err
 }
@@ -146,7 +146,7 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 			network = sandbox.NetworkNone
 		}
 	default:
-		return sandbox.Spec{}, WithClass(results.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
+		return sandbox.Spec{}, WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
 	}
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
@@ -200,9 +200,9 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (Verdict
 }
 
 func verdict(v abi.VerifyResponse) Verdict {
-	tests := make([]results.Test, len(v.Tests))
+	tests := make([]rundir.Test, len(v.Tests))
 	for i, t := range v.Tests {
-		tests[i] = results.Test{Name: t.Name, Status: t.Status, Message: t.Message}
+		tests[i] = rundir.Test{Name: t.Name, Status: t.Status, Message: t.Message}
 	}
 	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // Progress receives the runner's events. Implementations must be safe for
@@ -18,7 +18,7 @@ type Progress interface {
 	Start(total, skipped int)
 	Started(rolloutID string)
 	Phase(rolloutID, phase string)
-	Done(rec results.Record)
+	Done(rec rundir.Record)
 	Finish()
 }
 
@@ -27,7 +27,7 @@ type nopProgress struct{}
 func (nopProgress) Start(int, int)       {}
 func (nopProgress) Started(string)       {}
 func (nopProgress) Phase(string, string) {}
-func (nopProgress) Done(results.Record)  {}
+func (nopProgress) Done(rundir.Record)   {}
 func (nopProgress) Finish()              {}
 
 // NewProgress returns a live display for a terminal, or plain lines (one
@@ -111,16 +111,16 @@ func (p *progress) Phase(id, phase string) {
 	}
 }
 
-func (p *progress) Done(rec results.Record) {
+func (p *progress) Done(rec rundir.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.running, rec.RolloutID)
 	p.done++
 	p.finishedN++
-	if rec.Outcome == results.OutcomePassed {
+	if rec.Outcome == rundir.OutcomePassed {
 		p.passed++
 	}
-	if rec.Outcome == results.OutcomeInfraError {
+	if rec.Outcome == rundir.OutcomeInfraError {
 		p.errs[rec.ErrorClass]++
 	}
 	line := fmt.Sprintf("[%d/%d] %-13s %s  reward=%.2f  %s", p.done, p.total, rec.Outcome, rec.RolloutID, rec.Reward,

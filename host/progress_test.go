@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // screen is a terminal that knows the two escapes the live display uses:
@@ -65,13 +65,13 @@ func TestProgressTTY(t *testing.T) {
 	p.Started("b#0")
 	p.Phase("b#0", "agent")
 	now := time.Now()
-	p.Done(results.Record{RolloutID: "a#0", Outcome: results.OutcomePassed, Reward: 1, StartedAt: now, FinishedAt: now.Add(2 * time.Second)})
+	p.Done(rundir.Record{RolloutID: "a#0", Outcome: rundir.OutcomePassed, Reward: 1, StartedAt: now, FinishedAt: now.Add(2 * time.Second)})
 	got := s.render()
 	if len(got) != 3 || !strings.HasPrefix(got[0], "[1/3] passed        a#0  reward=1.00  2s") ||
 		!strings.HasPrefix(got[1], "progress: 1/3 done, 1 running, pass rate 100.0%") || !strings.Contains(got[2], "b#0") || !strings.Contains(got[2], "agent") {
 		t.Fatalf("screen after one rollout:\n%s", strings.Join(got, "\n"))
 	}
-	p.Done(results.Record{RolloutID: "b#0", Outcome: results.OutcomeInfraError, ErrorClass: "sandbox", Error: "engine gone\nmore", StartedAt: now, FinishedAt: now})
+	p.Done(rundir.Record{RolloutID: "b#0", Outcome: rundir.OutcomeInfraError, ErrorClass: "sandbox", Error: "engine gone\nmore", StartedAt: now, FinishedAt: now})
 	p.Finish()
 	got = s.render()
 	if len(got) != 3 || !strings.HasPrefix(got[1], "[2/3] infra_error   b#0  reward=0.00  0s  engine gone") ||

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -26,8 +26,8 @@ func TestPluginReset(t *testing.T) {
 		outcome     string
 		class, text string
 	}{
-		{"fresh", false, results.OutcomePassed, "", ""},
-		{"start fails", true, results.OutcomeInfraError, results.ClassSandbox, "reset sandbox"},
+		{"fresh", false, rundir.OutcomePassed, "", ""},
+		{"start fails", true, rundir.OutcomeInfraError, rundir.ClassSandbox, "reset sandbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be := &fakeBackend{}

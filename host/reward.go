@@ -9,7 +9,7 @@ import (
 	"math"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -25,7 +25,7 @@ type ScoreInput struct {
 // Scorer is one stacked reward. Score never fails the rollout: a failure
 // is recorded in the returned score's Error.
 type Scorer interface {
-	Score(ctx context.Context, in ScoreInput) results.RewardScore
+	Score(ctx context.Context, in ScoreInput) rundir.RewardScore
 }
 
 // RewardPlugin is a reward plugin ([[reward]]) as a Scorer: a fresh
@@ -44,8 +44,8 @@ type RewardPlugin struct {
 var _ Scorer = (*RewardPlugin)(nil)
 
 // Score runs the plugin's reward.score hook on its own instance.
-func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) results.RewardScore {
-	rs := results.RewardScore{Name: p.Name, Weight: p.Weight}
+func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) rundir.RewardScore {
+	rs := rundir.RewardScore{Name: p.Name, Weight: p.Weight}
 	resp, err := p.score(ctx, in, &rs)
 	if err != nil {
 		rs.Error = err.Error()
@@ -61,7 +61,7 @@ func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) results.RewardS
 
 // score runs the hook; the usage of its model calls goes into rs, also
 // when the hook then fails.
-func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *results.RewardScore) (abi.RewardResponse, error) {
+func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *rundir.RewardScore) (abi.RewardResponse, error) {
 	var at abi.Task
 	if err := json.Unmarshal(in.Task.Raw, &at); err != nil {
 		at = abi.Task{ID: in.Task.ID, Category: in.Task.Category, Difficulty: in.Task.Difficulty}
@@ -85,11 +85,11 @@ func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *results.Rew
 			if err != nil {
 				return nil, err
 			}
-			var u results.Usage
+			var u rundir.Usage
 			if rs.Usage != nil {
 				u = *rs.Usage
 			}
-			u = u.Add(results.Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
+			u = u.Add(rundir.Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
 			rs.Usage = &u
 			return json.Marshal(resp)
 		}
@@ -116,7 +116,7 @@ func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *results.Rew
 // counts for nothing; its error stays in the record. A sum past the range
 // of float64 is clamped to its largest finite value, so the record can
 // still be written (JSON has no infinity).
-func Combine(envReward, envWeight float64, scores []results.RewardScore) float64 {
+func Combine(envReward, envWeight float64, scores []rundir.RewardScore) float64 {
 	total := envReward * envWeight
 	for _, s := range scores {
 		if s.Error == "" {

@@ -9,19 +9,19 @@ import (
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 func TestCombine(t *testing.T) {
-	scores := []results.RewardScore{{Name: "a", Weight: 0.5, Reward: 0.8}, {Name: "b", Weight: 2, Reward: 1, Error: "trap"}, {Name: "c", Weight: 0.25, Reward: 1}}
+	scores := []rundir.RewardScore{{Name: "a", Weight: 0.5, Reward: 0.8}, {Name: "b", Weight: 2, Reward: 1, Error: "trap"}, {Name: "c", Weight: 0.25, Reward: 1}}
 	if got := Combine(1, 1, scores); got != 1.65 {
 		t.Errorf("Combine = %v, want 1.65 (a failed reward counts for nothing)", got)
 	}
 	if got := Combine(1, 0, nil); got != 0 {
 		t.Errorf("env weight 0: %v", got)
 	}
-	huge := []results.RewardScore{{Weight: 1, Reward: 1e308}, {Weight: 1, Reward: 1e308}}
+	huge := []rundir.RewardScore{{Weight: 1, Reward: 1e308}, {Weight: 1, Reward: 1e308}}
 	if got := Combine(1e308, 1, huge); got != math.MaxFloat64 {
 		t.Errorf("a sum past float64: %v, want it clamped to the largest finite value", got)
 	}
@@ -106,7 +106,7 @@ func TestRewardTrapCostsOnlyItsScore(t *testing.T) {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
 	for _, rec := range recs {
-		if rec.Outcome != results.OutcomePassed || len(rec.Rewards) != 3 {
+		if rec.Outcome != rundir.OutcomePassed || len(rec.Rewards) != 3 {
 			t.Fatalf("%s: %+v", rec.RolloutID, rec)
 		}
 		stats, trap, fail := rec.Rewards[0], rec.Rewards[1], rec.Rewards[2]
@@ -155,7 +155,7 @@ func TestJudgeUsage(t *testing.T) {
 		return abi.ModelResponse{Content: answer, PromptTokens: 100, CompletionTokens: 20}, nil
 	}}
 	s := rp.Score(ctx, ScoreInput{Task: Task{ID: "t"}})
-	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (results.Usage{PromptTokens: 100, CompletionTokens: 20}) {
+	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (rundir.Usage{PromptTokens: 100, CompletionTokens: 20}) {
 		t.Errorf("judge score %+v (usage %+v)", s, s.Usage)
 	}
 	answer = "No opinion."

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -41,7 +41,7 @@ type Config struct {
 	// Spec adjusts every sandbox spec (config overrides, labels); may be nil.
 	Spec func(*sandbox.Spec)
 	// Cost prices a rollout's token usage; may be nil.
-	Cost func(results.Usage) float64
+	Cost func(rundir.Usage) float64
 	// EnvRewardWeight weighs the environment's reward when Rewards are
 	// stacked (default 1).
 	EnvRewardWeight *float64
@@ -52,7 +52,7 @@ type Runner struct {
 	Env      Environment
 	Backend  sandbox.Backend
 	Agent    Agent
-	Store    *results.Store
+	Store    *rundir.Store
 	Progress Progress
 	Log      *slog.Logger
 	Config   Config
@@ -60,7 +60,7 @@ type Runner struct {
 	Rewards []Scorer
 	// OnRecord, when set, sees every record once it is stored; it may be
 	// called from several goroutines at once.
-	OnRecord func(results.Record)
+	OnRecord func(rundir.Record)
 
 	startSem chan struct{}
 }
@@ -199,15 +199,15 @@ func (r *Runner) verifyTimeout(t Task) time.Duration {
 
 // runWithRetries runs one identity until it has a final outcome: anything
 // but infra_error, or infra_error after Retries more tries.
-func (r *Runner) runWithRetries(ctx context.Context, j job) (results.Record, bool) {
-	var rec results.Record
+func (r *Runner) runWithRetries(ctx context.Context, j job) (rundir.Record, bool) {
+	var rec rundir.Record
 	for try := 0; ; try++ {
 		var ok bool
 		rec, ok = r.rollout(ctx, j, try)
 		if !ok {
 			return rec, false
 		}
-		if rec.Outcome != results.OutcomeInfraError || try >= r.Config.Retries {
+		if rec.Outcome != rundir.OutcomeInfraError || try >= r.Config.Retries {
 			return rec, true
 		}
 		r.Log.Warn("rollout infra error, retrying", "rollout", rec.RolloutID, "try", try+1, "class", rec.ErrorClass, "err", rec.Error)
@@ -234,10 +234,10 @@ func seedFor(run uint64, taskID string, attempt, try int) uint64 {
 
 // rollout runs one try. ok is false when ctx was cancelled (Ctrl-C): the
 // rollout is then not recorded.
-func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Record, ok bool) {
+func (r *Runner) rollout(ctx context.Context, j job, try int) (rec rundir.Record, ok bool) {
 	t := j.task
 	id := RolloutID(t.ID, j.attempt)
-	rec = results.Record{
+	rec = rundir.Record{
 		RolloutID:  id,
 		TaskID:     t.ID,
 		Attempt:    j.attempt,
@@ -252,11 +252,11 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	r.Progress.Started(id)
 	defer func() { rec.FinishedAt = time.Now().UTC() }()
 
-	fail := func(class string, err error) (results.Record, bool) {
+	fail := func(class string, err error) (rundir.Record, bool) {
 		if ctx.Err() != nil {
 			return rec, false
 		}
-		rec.Outcome = results.OutcomeInfraError
+		rec.Outcome = rundir.OutcomeInfraError
 		rec.ErrorClass = classOf(err, class)
 		rec.Error = err.Error()
 		return rec, true
@@ -270,7 +270,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	ro, err := r.Env.NewRollout(ctx, t, info)
 	rec.Phases["plugin_start"] = time.Since(t0).Seconds()
 	if err != nil {
-		return fail(results.ClassPlugin, fmt.Errorf("start plugin for task %s: %w", t.ID, err))
+		return fail(rundir.ClassPlugin, fmt.Errorf("start plugin for task %s: %w", t.ID, err))
 	}
 	defer func() {
 		cctx, cancel := cleanup()
@@ -294,7 +294,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		spec, err = ro.SandboxSpec(ctx)
 		if err != nil {
 			if classOf(err, "") == "" {
-				err = WithClass(results.ClassPlugin, err)
+				err = WithClass(rundir.ClassPlugin, err)
 			}
 			return err
 		}
@@ -311,7 +311,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		return err
 	})
 	if err != nil {
-		return fail(results.ClassSandbox, phaseError("start sandbox", err))
+		return fail(rundir.ClassSandbox, phaseError("start sandbox", err))
 	}
 	// A reset (a verifier that grades in a sandbox the agent never touched)
 	// starts the same spec again; the agent's sandbox closes in the
@@ -334,7 +334,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	ro.Bind(sb, func(ctx context.Context) (sandbox.Sandbox, error) {
 		nsb, err := start(ctx)
 		if err != nil {
-			return nil, WithClass(results.ClassSandbox, fmt.Errorf("reset sandbox: %w", err))
+			return nil, WithClass(rundir.ClassSandbox, fmt.Errorf("reset sandbox: %w", err))
 		}
 		old := sb
 		sb = nsb
@@ -346,14 +346,14 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	}
 
 	if err := p.run(ctx, "setup", r.Config.Timeouts.Setup, ro.Setup); err != nil {
-		return fail(results.ClassSetup, phaseError("setup", err))
+		return fail(rundir.ClassSetup, phaseError("setup", err))
 	}
 	var system, user string
 	if err := p.run(ctx, "setup", r.Config.Timeouts.Setup, func(ctx context.Context) (err error) {
 		system, user, err = ro.Prompt(ctx)
 		return err
 	}); err != nil {
-		return fail(results.ClassPlugin, phaseError("format prompt", err))
+		return fail(rundir.ClassPlugin, phaseError("format prompt", err))
 	}
 
 	// Agent: its timeout is an outcome, not an error; verification still runs.
@@ -382,7 +382,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		return rec, false
 	}
 	if out.Transcript != nil {
-		name := results.TranscriptName(id, try)
+		name := rundir.TranscriptName(id, try)
 		if err := r.Store.WriteTranscript(name, out.Transcript); err != nil {
 			r.Log.Warn("write transcript", "rollout", id, "err", err)
 		} else {
@@ -390,7 +390,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		}
 	}
 	if agentErr != nil {
-		return fail(results.ClassAgent, phaseError("agent", agentErr))
+		return fail(rundir.ClassAgent, phaseError("agent", agentErr))
 	}
 
 	var v Verdict
@@ -398,7 +398,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		v, err = ro.Verify(ctx, agentTimedOut)
 		return err
 	}); err != nil {
-		return fail(results.ClassVerifier, phaseError("verify", err))
+		return fail(rundir.ClassVerifier, phaseError("verify", err))
 	}
 	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
 	if len(r.Rewards) > 0 {
@@ -435,18 +435,18 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	}
 	switch {
 	case v.Passed:
-		rec.Outcome = results.OutcomePassed
+		rec.Outcome = rundir.OutcomePassed
 	case agentTimedOut:
-		rec.Outcome = results.OutcomeAgentTimeout
+		rec.Outcome = rundir.OutcomeAgentTimeout
 	default:
-		rec.Outcome = results.OutcomeFailed
+		rec.Outcome = rundir.OutcomeFailed
 	}
 	return rec, true
 }
 
 // phaser runs a phase under its timeout and records its duration.
 type phaser struct {
-	rec  *results.Record
+	rec  *rundir.Record
 	prog Progress
 	id   string
 }

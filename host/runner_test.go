@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -130,7 +130,7 @@ func (r *fakeRollout) Verify(ctx context.Context, timedOut bool) (Verdict, error
 		return Verdict{Reward: 1, Passed: true}, nil
 	}
 	if strings.HasPrefix(r.task.ID, "verify-broken") {
-		return Verdict{}, WithClass(results.ClassVerifier, errors.New("no reward written"))
+		return Verdict{}, WithClass(rundir.ClassVerifier, errors.New("no reward written"))
 	}
 	_, err := r.sb.ReadFile(ctx, "/solved")
 	if err != nil {
@@ -167,7 +167,7 @@ func (a *fakeAgent) Run(ctx context.Context, in AgentInput) (AgentOutput, error)
 func newRunner(t *testing.T, env Environment, be sandbox.Backend, ag Agent, cfg Config) (*Runner, string) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := results.Open(dir)
+	st, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +189,11 @@ func TestRunnerOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"ok": results.OutcomePassed, "nop": results.OutcomeFailed, "slow": results.OutcomeAgentTimeout,
-		"setup-broken": results.OutcomeInfraError, "verify-broken": results.OutcomeInfraError,
-		"plugin-broken": results.OutcomeInfraError,
+		"ok": rundir.OutcomePassed, "nop": rundir.OutcomeFailed, "slow": rundir.OutcomeAgentTimeout,
+		"setup-broken": rundir.OutcomeInfraError, "verify-broken": rundir.OutcomeInfraError,
+		"plugin-broken": rundir.OutcomeInfraError,
 	}
-	wantClass := map[string]string{"setup-broken": results.ClassSetup, "verify-broken": results.ClassVerifier, "plugin-broken": results.ClassPlugin}
+	wantClass := map[string]string{"setup-broken": rundir.ClassSetup, "verify-broken": rundir.ClassVerifier, "plugin-broken": rundir.ClassPlugin}
 	recs := r.Store.Records()
 	if len(recs) != len(tasks)*2 || st.Finished != len(tasks)*2 {
 		t.Fatalf("got %d records, %d finished; want %d", len(recs), st.Finished, len(tasks)*2)
@@ -205,10 +205,10 @@ func TestRunnerOutcomes(t *testing.T) {
 		if c := wantClass[rec.TaskID]; c != "" && rec.ErrorClass != c {
 			t.Errorf("%s: class %s, want %s", rec.RolloutID, rec.ErrorClass, c)
 		}
-		if rec.Outcome == results.OutcomeInfraError && rec.Try != 1 {
+		if rec.Outcome == rundir.OutcomeInfraError && rec.Try != 1 {
 			t.Errorf("%s: infra error recorded at try %d, want the last try (1)", rec.RolloutID, rec.Try)
 		}
-		if rec.Outcome != results.OutcomeInfraError && rec.Try != 0 {
+		if rec.Outcome != rundir.OutcomeInfraError && rec.Try != 0 {
 			t.Errorf("%s: retried a final outcome", rec.RolloutID)
 		}
 	}
@@ -244,7 +244,7 @@ func TestRunnerConcurrencyAndResume(t *testing.T) {
 	r.Store.Close()
 
 	// Resume with a wider filter: only the missing ten run.
-	st, err := results.Open(dir)
+	st, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,9 +296,9 @@ func TestRunnerInterruptRecordsNothingInFlight(t *testing.T) {
 // the run and reports what a plugin cut short reports.
 type cancelScorer struct{ cancel context.CancelFunc }
 
-func (s cancelScorer) Score(ctx context.Context, in ScoreInput) results.RewardScore {
+func (s cancelScorer) Score(ctx context.Context, in ScoreInput) rundir.RewardScore {
 	s.cancel()
-	return results.RewardScore{Name: "judge", Weight: 1, Error: ctx.Err().Error()}
+	return rundir.RewardScore{Name: "judge", Weight: 1, Error: ctx.Err().Error()}
 }
 
 // TestRunnerInterruptWhileScoring: a rollout interrupted during its
@@ -334,7 +334,7 @@ func TestRunnerSandboxStartFailureIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := r.Store.Records()
-	if len(recs) != 1 || recs[0].Outcome != results.OutcomePassed || recs[0].Try != 1 {
+	if len(recs) != 1 || recs[0].Outcome != rundir.OutcomePassed || recs[0].Try != 1 {
 		t.Fatalf("want one passed record at try 1, got %+v", recs)
 	}
 }
@@ -362,11 +362,11 @@ func TestRunnerResetSandbox(t *testing.T) {
 	for _, rec := range r.Store.Records() {
 		switch rec.TaskID {
 		case "reset-ok":
-			if rec.Outcome != results.OutcomePassed {
+			if rec.Outcome != rundir.OutcomePassed {
 				t.Errorf("reset-ok: %s %s", rec.Outcome, rec.Error)
 			}
 		case "reset-broken":
-			if rec.Outcome != results.OutcomeInfraError || rec.ErrorClass != results.ClassSandbox || !strings.Contains(rec.Error, "reset sandbox") {
+			if rec.Outcome != rundir.OutcomeInfraError || rec.ErrorClass != rundir.ClassSandbox || !strings.Contains(rec.Error, "reset sandbox") {
 				t.Errorf("reset-broken: %s %s %s", rec.Outcome, rec.ErrorClass, rec.Error)
 			}
 		}

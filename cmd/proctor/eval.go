@@ -15,8 +15,8 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -73,8 +73,8 @@ func (e evalCmd) Run(g *globals) error { return e.execute(g, nil) }
 // hook cannot go on; finish then reports why.
 type runHooks struct {
 	config func(c *config.Config, dir string, prior Manifest) error
-	start  func(dir string, store *results.Store, stop func()) error
-	record func(rec results.Record)
+	start  func(dir string, store *rundir.Store, stop func()) error
+	record func(rec rundir.Record)
 	finish func(man *Manifest) error
 }
 
@@ -88,7 +88,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	// The manifest keeps the run id across resumes, so leftovers of a
 	// killed run can be found by label.
 	var man Manifest
-	manPath := filepath.Join(dir, results.ManifestFile)
+	manPath := filepath.Join(dir, rundir.ManifestFile)
 	if b, err := os.ReadFile(manPath); err != nil || json.Unmarshal(b, &man) != nil || man.RunID == "" {
 		man = Manifest{}
 	}
@@ -97,7 +97,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 			return err
 		}
 	}
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		return &infraError{err: err, hint: "check that the run directory is writable and the disk has room"}
 	}
@@ -169,11 +169,11 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		man.SkippedTasks = append(man.SkippedTasks, map[string]string{"id": s.ID, "reason": s.Reason})
 		fmt.Fprintf(g.stderr, "proctor: warning: task %s skipped by the plugin: %s\n", s.ID, s.Reason)
 	}
-	if err := results.WriteJSONAtomic(manPath, man); err != nil {
+	if err := rundir.WriteJSONAtomic(manPath, man); err != nil {
 		return &infraError{err: err}
 	}
 	if resolved, err := c.Resolved(); err == nil {
-		if err := results.WriteFileAtomic(filepath.Join(dir, results.ConfigFile), resolved); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.ConfigFile), resolved); err != nil {
 			return &infraError{err: err}
 		}
 	}
@@ -202,7 +202,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 				}
 				s.Pull = c.Sandbox.Pull
 			},
-			Cost: func(u results.Usage) float64 {
+			Cost: func(u rundir.Usage) float64 {
 				return (float64(u.PromptTokens-u.CachedTokens)*prices.InputPerMTok +
 					float64(u.CachedTokens)*prices.CachedInputPerMTok +
 					float64(u.CompletionTokens)*prices.OutputPerMTok) / 1e6
@@ -235,7 +235,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		}
 	}
 	sum := report.Summarize(recs)
-	if err := results.WriteJSONAtomic(filepath.Join(dir, results.SummaryFile), sum); err != nil && runErr == nil {
+	if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.SummaryFile), sum); err != nil && runErr == nil {
 		runErr = &infraError{err: err}
 	}
 	if !st.Interrupted {
@@ -247,10 +247,10 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 			runErr = err
 		}
 	}
-	results.WriteJSONAtomic(manPath, man)
+	rundir.WriteJSONAtomic(manPath, man)
 	// After the manifest, so the page knows whether the run finished.
 	if err := writeHTMLReport(dir); err != nil {
-		fmt.Fprintf(g.stderr, "proctor: warning: write %s: %v\n", results.ReportFile, err)
+		fmt.Fprintf(g.stderr, "proctor: warning: write %s: %v\n", rundir.ReportFile, err)
 	}
 	fmt.Fprintf(g.stdout, "run %s: %s\n", man.RunID, dir)
 	report.Write(g.stdout, sum, "text")
@@ -260,8 +260,8 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	case st.Interrupted:
 		fmt.Fprintf(g.stderr, "proctor: interrupted: %d rollouts recorded; run the same command again to resume\n", st.Finished+st.Skipped)
 		return errInterrupted
-	case sum.Outcomes[results.OutcomeInfraError] > 0:
-		fmt.Fprintf(g.stderr, "proctor: %d rollouts ended as infra_error (see the report)\n", sum.Outcomes[results.OutcomeInfraError])
+	case sum.Outcomes[rundir.OutcomeInfraError] > 0:
+		fmt.Fprintf(g.stderr, "proctor: %d rollouts ended as infra_error (see the report)\n", sum.Outcomes[rundir.OutcomeInfraError])
 		return errSomeFailed
 	}
 	return nil
@@ -353,8 +353,8 @@ type reportCmd struct {
 }
 
 func (r reportCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(r.Dir, results.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", r.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	if _, err := os.Stat(filepath.Join(r.Dir, rundir.ResultsFile)); err != nil {
+		return &usageError{err: fmt.Errorf("%s has no %s", r.Dir, rundir.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	// Read, not Open: the run may still be writing to the directory.
 	var buf bytes.Buffer
@@ -362,8 +362,8 @@ func (r reportCmd) Run(g *globals) error {
 	if r.Format == "html" {
 		err = report.WriteHTML(&buf, r.Dir, report.HTMLOptions{})
 	} else {
-		var recs []results.Record
-		if recs, err = results.Read(r.Dir); err == nil {
+		var recs []rundir.Record
+		if recs, err = rundir.Read(r.Dir); err == nil {
 			err = report.Write(&buf, report.Summarize(recs), r.Format)
 		}
 	}
@@ -373,7 +373,7 @@ func (r reportCmd) Run(g *globals) error {
 	if r.Out == "" {
 		_, err = g.stdout.Write(buf.Bytes())
 	} else {
-		err = results.WriteFileAtomic(r.Out, buf.Bytes())
+		err = rundir.WriteFileAtomic(r.Out, buf.Bytes())
 	}
 	if err != nil {
 		return &infraError{err: err}
@@ -387,7 +387,7 @@ func writeHTMLReport(dir string) error {
 	if err := report.WriteHTML(&buf, dir, report.HTMLOptions{}); err != nil {
 		return err
 	}
-	return results.WriteFileAtomic(filepath.Join(dir, results.ReportFile), buf.Bytes())
+	return rundir.WriteFileAtomic(filepath.Join(dir, rundir.ReportFile), buf.Bytes())
 }
 
 type sandboxCmd struct {

@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/export"
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
 type exportCmd struct {
@@ -53,8 +53,8 @@ func (e exportCmd) messagesPath() string {
 func (e exportCmd) Run(g *globals) error {
 	// A directory that is not a run is the user's mistake, told before
 	// any output file is made.
-	if _, err := os.Stat(filepath.Join(e.Dir, results.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", e.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	if _, err := os.Stat(filepath.Join(e.Dir, rundir.ResultsFile)); err != nil {
+		return &usageError{err: fmt.Errorf("%s has no %s", e.Dir, rundir.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	if e.Messages != "" && e.Format != "atropos" {
 		return &usageError{err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
@@ -83,7 +83,7 @@ func (e exportCmd) Run(g *globals) error {
 
 // each walks the run's groups; a transcript that cannot be read is not
 // the user's mistake.
-func (e exportCmd) each(fn func(recs []results.Record, trajs []*agent.Trajectory) error) error {
+func (e exportCmd) each(fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
 	if err := export.EachGroup(e.Dir, fn); err != nil {
 		return &infraError{err: err}
 	}
@@ -91,11 +91,11 @@ func (e exportCmd) each(fn func(recs []results.Record, trajs []*agent.Trajectory
 }
 
 // output is a JSONL destination: standard output, or a file put in place
-// once all of it is written (results.CreateAtomic), so a failed export
+// once all of it is written (rundir.CreateAtomic), so a failed export
 // leaves no half file.
 type output struct {
-	path string              // "" for standard output
-	file *results.AtomicFile // nil for standard output
+	path string             // "" for standard output
+	file *rundir.AtomicFile // nil for standard output
 	bw   *bufio.Writer
 	enc  *json.Encoder
 }
@@ -105,7 +105,7 @@ func newOutput(stdout io.Writer, path string) (*output, error) {
 	w := stdout
 	if path != "" {
 		var err error
-		if o.file, err = results.CreateAtomic(path); err != nil {
+		if o.file, err = rundir.CreateAtomic(path); err != nil {
 			return nil, &infraError{err: err, hint: "check that the folder exists and is writable"}
 		}
 		w = o.file
@@ -158,7 +158,7 @@ func (e exportCmd) jsonl(stdout io.Writer, f export.Filter, st *exportStats) (er
 		defer msgs.abort()
 	}
 	enc := out.enc
-	err = e.each(func(recs []results.Record, trajs []*agent.Trajectory) error {
+	err = e.each(func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		if e.Format == "sft" {
 			for i, r := range recs {
 				st.rollouts++
@@ -223,7 +223,7 @@ func (e exportCmd) atif(st *exportStats) error {
 		return &infraError{err: fmt.Errorf("atif directory: %w", err)}
 	}
 	meta := export.ATIFMeta{RunID: export.RunID(e.Dir), AgentVersion: version}
-	return e.each(func(recs []results.Record, trajs []*agent.Trajectory) error {
+	return e.each(func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		for i, r := range recs {
 			st.rollouts++
 			if why := export.Skip(r, trajs[i]); why != "" {
@@ -232,7 +232,7 @@ func (e exportCmd) atif(st *exportStats) error {
 			}
 			st.written++
 			doc := export.ATIF(r, trajs[i], meta)
-			if err := results.WriteJSONAtomic(filepath.Join(dir, results.TranscriptName(r.RolloutID, r.Try)), doc); err != nil {
+			if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.TranscriptName(r.RolloutID, r.Try)), doc); err != nil {
 				return err
 			}
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -65,7 +65,7 @@ func TestOCIPlugins(t *testing.T) {
 		t.Fatalf("eval by tag: exit %d\n%s", code, out)
 	}
 	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(dir, "bytag", results.ManifestFile))
+	b, _ := os.ReadFile(filepath.Join(dir, "bytag", rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Plugin.Digest != digest[1] || !strings.HasPrefix(man.Plugin.Source, "oci:") || man.Plugin.Name != "tb2" {
 		t.Fatalf("manifest plugin: %+v", man.Plugin)

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/export"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
 )
 
 // Files a process run adds to its run directory.
@@ -91,13 +91,13 @@ type groupWriter struct {
 	sft      *os.File
 	index    *os.File
 	written  map[string]indexEntry
-	pending  map[string][]results.Record // records of tasks not yet written
-	err      error                       // the first write error: nothing is written after it
-	stop     func()                      // ends the run, set by open
+	pending  map[string][]rundir.Record // records of tasks not yet written
+	err      error                      // the first write error: nothing is written after it
+	stop     func()                     // ends the run, set by open
 }
 
 func newGroupWriter() *groupWriter {
-	return &groupWriter{written: map[string]indexEntry{}, pending: map[string][]results.Record{}}
+	return &groupWriter{written: map[string]indexEntry{}, pending: map[string][]rundir.Record{}}
 }
 
 func (p processCmd) Run(g *globals) error {
@@ -128,7 +128,7 @@ func (p processCmd) Run(g *globals) error {
 // open reads what an earlier invocation wrote, cuts torn tails, and writes
 // the groups of tasks that finished in results.jsonl but never made it to
 // the files (a kill between the two).
-func (w *groupWriter) open(dir string, store *results.Store, stop func()) error {
+func (w *groupWriter) open(dir string, store *rundir.Store, stop func()) error {
 	w.dir, w.stop = dir, stop
 	var err error
 	if w.index, err = os.OpenFile(filepath.Join(dir, indexFile), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
@@ -184,11 +184,11 @@ func recordedGroupSize(dir string, man Manifest, size int) (int, string) {
 	}
 	if p := man.Process; p != nil && p.GroupSize > 0 {
 		if p.GroupSize != size {
-			return p.GroupSize, results.ManifestFile
+			return p.GroupSize, rundir.ManifestFile
 		}
 		return 0, ""
 	}
-	recs, err := results.Read(dir)
+	recs, err := rundir.Read(dir)
 	if err != nil {
 		return 0, "" // none yet; or Open reports it with its own message
 	}
@@ -197,7 +197,7 @@ func recordedGroupSize(dir string, man Manifest, size int) (int, string) {
 		top = max(top, r.Attempt)
 	}
 	if top >= size {
-		return top + 1, fmt.Sprintf("%s holds attempt %d", results.ResultsFile, top)
+		return top + 1, fmt.Sprintf("%s holds attempt %d", rundir.ResultsFile, top)
 	}
 	return 0, ""
 }
@@ -262,7 +262,7 @@ func openAt(name string, n int64) (*os.File, error) {
 	return f, nil
 }
 
-func (w *groupWriter) record(rec results.Record) {
+func (w *groupWriter) record(rec rundir.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, done := w.written[rec.TaskID]; done || w.err != nil {
@@ -288,7 +288,7 @@ func (w *groupWriter) record(rec results.Record) {
 // entry.
 func (w *groupWriter) writeLocked(taskID string) error {
 	recs := w.pending[taskID]
-	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+	slices.SortFunc(recs, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
 	trajs, err := export.ReadGroup(w.dir, recs)
 	if err != nil {
 		return err

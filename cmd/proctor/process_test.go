@@ -16,9 +16,9 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
-	"github.com/proctor-dev/proctor/host/export"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -59,13 +59,13 @@ func TestProcessGroups(t *testing.T) {
 	if !slices.Equal(g.Scores, []float64{1, 0, 1}) || len(g.Tokens) != 3 || len(g.Masks) != 3 || len(g.Messages) != 3 || len(g.InferenceLogprobs) != 3 {
 		t.Fatalf("group: scores %v, %d token lists, %d mask lists", g.Scores, len(g.Tokens), len(g.Masks))
 	}
-	store, err := results.Open(out)
+	store, err := rundir.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs := store.Records()
 	store.Close()
-	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+	slices.SortFunc(recs, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
 	for i, rec := range recs {
 		tr, err := export.ReadTrajectory(filepath.Join(out, rec.Transcript))
 		if err != nil {
@@ -99,7 +99,7 @@ func TestProcessGroups(t *testing.T) {
 		t.Errorf("%d SFT lines, want 3", n)
 	}
 	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Process == nil || man.Process.Groups != 1 || man.Process.MessagesGroups != 0 || man.Process.Tokens != "exact" || man.Process.SFT != 3 {
 		t.Fatalf("manifest process: %+v", man.Process)
@@ -227,7 +227,7 @@ func TestProcessWithoutTokens(t *testing.T) {
 		t.Fatalf("groups without token ids: %v", groups)
 	}
 	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Process == nil || man.Process.Tokens != "none" || man.Process.Groups != 0 || man.Process.MessagesGroups != 2 || len(man.Process.NoTokens) == 0 {
 		t.Fatalf("manifest process: %+v", man.Process)
@@ -240,7 +240,7 @@ func TestProcessWithoutTokens(t *testing.T) {
 	}
 	b, _ = os.ReadFile(filepath.Join(out2, messagesFile))
 	man = Manifest{}
-	mb, _ := os.ReadFile(filepath.Join(out2, results.ManifestFile))
+	mb, _ := os.ReadFile(filepath.Join(out2, rundir.ManifestFile))
 	json.Unmarshal(mb, &man)
 	if len(b) != 0 || man.Process.Dropped[export.DropEqualScores] != 2 || man.Process.SFT != 4 {
 		t.Fatalf("drop_equal_scores: groups %q, manifest %+v", b, man.Process)

@@ -17,7 +17,7 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -88,7 +88,7 @@ name = "trap"
 		!strings.Contains(stdout.String(), "reward     judge: mean 0.800 over 2 rollouts, 0 errors; 200 tokens in, 40 out\n") {
 		t.Errorf("the report does not sum up the stacked rewards:\n%s", stdout.String())
 	}
-	store, err := results.Open(out)
+	store, err := rundir.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ name = "trap"
 		t.Fatalf("%d records", len(recs))
 	}
 	for _, rec := range recs {
-		if rec.Outcome != results.OutcomePassed || rec.VerifierReward == nil || *rec.VerifierReward != 1 || len(rec.Rewards) != 3 {
+		if rec.Outcome != rundir.OutcomePassed || rec.VerifierReward == nil || *rec.VerifierReward != 1 || len(rec.Rewards) != 3 {
 			t.Fatalf("%s: %+v", rec.RolloutID, rec)
 		}
 		judge, stats, trap := rec.Rewards[0], rec.Rewards[1], rec.Rewards[2]
@@ -116,7 +116,7 @@ name = "trap"
 		}
 	}
 	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
 		t.Errorf("manifest rewards: %+v", man.Rewards)
@@ -185,12 +185,12 @@ func TestJudgeLocal(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Model["name"] != "judge-model" || man.Model["base_url"] != srv.URL() {
 		t.Errorf("manifest model: %v", man.Model)
 	}
-	recs, err := results.Read(out)
+	recs, err := rundir.Read(out)
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("%d records: %v", len(recs), err)
 	}

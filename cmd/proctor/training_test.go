@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/export"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
 )
 
 // trainRollout is one rollout of a run directory written by trainRun.
@@ -26,26 +26,26 @@ type trainRollout struct {
 	// breakAt, when positive, adds a second turn whose prompt ids differ
 	// from the first turn's prompt and completion at that position.
 	breakAt int
-	rewards []results.RewardScore // stacked rewards
-	outcome string                // default passed
+	rewards []rundir.RewardScore // stacked rewards
+	outcome string               // default passed
 }
 
 // trainRun appends the rollouts' records and transcripts to the run
 // directory dir, as a run leaves them, and returns the open store.
-func trainRun(t *testing.T, dir string, rs ...trainRollout) *results.Store {
+func trainRun(t *testing.T, dir string, rs ...trainRollout) *rundir.Store {
 	t.Helper()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	for _, r := range rs {
 		id := fmt.Sprintf("%s#%d", r.task, r.attempt)
-		rec := results.Record{RolloutID: id, TaskID: r.task, Attempt: r.attempt, Outcome: r.outcome, Reward: r.reward, Rewards: r.rewards}
+		rec := rundir.Record{RolloutID: id, TaskID: r.task, Attempt: r.attempt, Outcome: r.outcome, Reward: r.reward, Rewards: r.rewards}
 		if rec.Outcome == "" {
-			rec.Outcome = results.OutcomePassed
+			rec.Outcome = rundir.OutcomePassed
 		}
-		name := results.TranscriptName(id, 0)
+		name := rundir.TranscriptName(id, 0)
 		tr := trainTrajectory(r.task, r.ids)
 		if r.breakAt > 0 {
 			prompt := []int{1, 2, 3, 4, 5, 6, 7}
@@ -78,7 +78,7 @@ func trainTrajectory(task string, ids bool) *agent.Trajectory {
 
 // processFiles opens a group writer on dir as `proctor process` does at
 // start (writing the groups of finished tasks), then finishes it.
-func processFiles(t *testing.T, dir string, store *results.Store, size int) *ProcessInfo {
+func processFiles(t *testing.T, dir string, store *rundir.Store, size int) *ProcessInfo {
 	t.Helper()
 	w := newGroupWriter()
 	w.size = size
@@ -97,11 +97,11 @@ func processFiles(t *testing.T, dir string, store *results.Store, size int) *Pro
 // manifest counts it.
 func TestProcessSkipsRewardErrors(t *testing.T) {
 	dir := t.TempDir()
-	judge := []results.RewardScore{{Name: "judge", Weight: 1, Error: "reward plugin judge: trap"}}
+	judge := []rundir.RewardScore{{Name: "judge", Weight: 1, Error: "reward plugin judge: trap"}}
 	store := trainRun(t, dir,
 		trainRollout{task: "a", attempt: 0, reward: 1, ids: true},
 		trainRollout{task: "a", attempt: 1, reward: 0.5, ids: true, rewards: judge},
-		trainRollout{task: "b", attempt: 0, reward: 0, ids: true, outcome: results.OutcomeInfraError},
+		trainRollout{task: "b", attempt: 0, reward: 0, ids: true, outcome: rundir.OutcomeInfraError},
 		trainRollout{task: "b", attempt: 1, reward: 1, ids: true})
 	info := processFiles(t, dir, store, 2)
 	if info.Skipped[export.SkipRewardError] != 1 || info.Skipped[export.SkipInfraError] != 1 || info.SFT != 2 {
@@ -267,7 +267,7 @@ func TestProcessStopsOnWriteError(t *testing.T) {
 	recs := trainRun(t, dir,
 		trainRollout{task: "a", attempt: 0, ids: true}, trainRollout{task: "a", attempt: 1, ids: true},
 		trainRollout{task: "b", attempt: 0, ids: true}, trainRollout{task: "b", attempt: 1, ids: true}).Records()
-	empty, err := results.Open(t.TempDir()) // the writer starts with nothing pending
+	empty, err := rundir.Open(t.TempDir()) // the writer starts with nothing pending
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,8 +306,8 @@ func TestRunStopsWhenAHookStops(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	var stop func()
 	hooks := &runHooks{
-		start:  func(_ string, _ *results.Store, s func()) error { stop = s; return nil },
-		record: func(results.Record) { stop() },
+		start:  func(_ string, _ *rundir.Store, s func()) error { stop = s; return nil },
+		record: func(rundir.Record) { stop() },
 		finish: func(*Manifest) error { return errors.New("write training groups: groups.jsonl: disk on fire") },
 	}
 	var stdout, stderr bytes.Buffer
@@ -315,7 +315,7 @@ func TestRunStopsWhenAHookStops(t *testing.T) {
 	if exitCode(err) != exitInfra || !strings.Contains(fmt.Sprint(err), "disk on fire") {
 		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, stderr.String())
 	}
-	recs, rerr := results.Read(out)
+	recs, rerr := rundir.Read(out)
 	if rerr != nil || len(recs) != 1 {
 		t.Fatalf("%d rollouts recorded (%v), want 1: the run went on after stop", len(recs), rerr)
 	}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
 type viewCmd struct {
@@ -24,8 +24,8 @@ type viewCmd struct {
 }
 
 func (v viewCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(v.Dir, results.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", v.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	if _, err := os.Stat(filepath.Join(v.Dir, rundir.ResultsFile)); err != nil {
+		return &usageError{err: fmt.Errorf("%s has no %s", v.Dir, rundir.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	ln, err := listenView(v.Addr, v.AllowRemote)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/repocache"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/local"
@@ -208,7 +208,7 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
 			tr, err := agent.Oracle(ctx, in.Oracle)
 			if errors.Is(err, host.ErrNoOracle) {
-				err = host.WithClass(results.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
+				err = host.WithClass(rundir.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
 			}
 			return host.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, err
 		}), nil
@@ -258,9 +258,9 @@ func loopAgent(model func(in host.AgentInput) agent.Model, tools *agent.Toolset,
 		tr.Agent = kind
 		u := tr.Usage
 		out := host.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason,
-			Usage: results.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}}
+			Usage: rundir.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}}
 		if err != nil {
-			err = host.WithClass(results.ClassModel, err)
+			err = host.WithClass(rundir.ClassModel, err)
 		}
 		return out, err
 	})

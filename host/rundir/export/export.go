@@ -24,7 +24,7 @@ import (
 	"sync"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // ParseTranscript reads a transcript, or a bare agent.Trajectory as older
@@ -108,7 +108,7 @@ const (
 // SkipTraining says why a rollout cannot be training data (an Atropos
 // group's rollout, an SFT line), or "" when it can: Skip's reasons, and a
 // stacked reward that failed (SkipRewardError).
-func SkipTraining(rec results.Record, tr *agent.Trajectory) string {
+func SkipTraining(rec rundir.Record, tr *agent.Trajectory) string {
 	if why := Skip(rec, tr); why != "" {
 		return why
 	}
@@ -122,9 +122,9 @@ func SkipTraining(rec results.Record, tr *agent.Trajectory) string {
 
 // Skip says why a rollout cannot be exported in any format, or "" when it
 // can.
-func Skip(rec results.Record, tr *agent.Trajectory) string {
+func Skip(rec rundir.Record, tr *agent.Trajectory) string {
 	switch {
-	case rec.Outcome == results.OutcomeInfraError:
+	case rec.Outcome == rundir.OutcomeInfraError:
 		return SkipInfraError
 	case tr == nil:
 		return SkipNoTranscript
@@ -171,18 +171,18 @@ func toolSchemas(names []string) []agent.Schema {
 // trajectories; a nil trajectory when the record names no transcript).
 // Tasks come in the order their first record was written; only one task's
 // transcripts are in memory at a time.
-func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Trajectory) error) error {
-	if _, err := os.Stat(filepath.Join(dir, results.ResultsFile)); err != nil {
-		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, results.ResultsFile)
+func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
+	if _, err := os.Stat(filepath.Join(dir, rundir.ResultsFile)); err != nil {
+		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, rundir.ResultsFile)
 	}
 	// Read, not Open: the run may still be writing, and Open would cut
 	// the line being written.
-	recs, err := results.Read(dir)
+	recs, err := rundir.Read(dir)
 	if err != nil {
 		return err
 	}
 	var order []string
-	byTask := map[string][]results.Record{}
+	byTask := map[string][]rundir.Record{}
 	for _, r := range recs {
 		if _, ok := byTask[r.TaskID]; !ok {
 			order = append(order, r.TaskID)
@@ -191,7 +191,7 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 	}
 	for _, id := range order {
 		group := byTask[id]
-		slices.SortStableFunc(group, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+		slices.SortStableFunc(group, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
 		trajs, err := ReadGroup(dir, group)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func EachGroup(dir string, fn func(recs []results.Record, trajs []*agent.Traject
 // ReadGroup reads the trajectories of a group's records from the run
 // directory dir, in the records' order (nil for a record without a
 // transcript), a few at once: decoding JSON is most of an export's time.
-func ReadGroup(dir string, group []results.Record) ([]*agent.Trajectory, error) {
+func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
 	trajs := make([]*agent.Trajectory, len(group))
 	errs := make([]error, len(group))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -232,7 +232,7 @@ func ReadGroup(dir string, group []results.Record) ([]*agent.Trajectory, error) 
 
 // RunID is the run id manifest.json records, or "" when it cannot be read.
 func RunID(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, results.ManifestFile))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.ManifestFile))
 	if err != nil {
 		return ""
 	}

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // The page is one template plus a style sheet and a script, inlined.
@@ -95,21 +95,21 @@ type manifestHead struct {
 
 func readManifest(dir string) (manifestHead, error) {
 	var m manifestHead
-	b, err := os.ReadFile(filepath.Join(dir, results.ManifestFile))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.ManifestFile))
 	if err != nil {
 		return m, err
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return manifestHead{text: string(b)}, fmt.Errorf("%s: %w", results.ManifestFile, err)
+		return manifestHead{text: string(b)}, fmt.Errorf("%s: %w", rundir.ManifestFile, err)
 	}
 	m.text = string(b)
 	return m, nil
 }
 
-func readRecords(dir string) ([]results.Record, error) {
-	recs, err := results.Read(dir)
+func readRecords(dir string) ([]rundir.Record, error) {
+	recs, err := rundir.Read(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, results.ResultsFile)
+		return nil, fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, rundir.ResultsFile)
 	}
 	return recs, err
 }
@@ -203,7 +203,7 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 		return err
 	}
 	man, _ := readManifest(dir) // a missing or broken manifest shows as such
-	config, _ := os.ReadFile(filepath.Join(dir, results.ConfigFile))
+	config, _ := os.ReadFile(filepath.Join(dir, rundir.ConfigFile))
 	live := opt.Live && man.FinishedAt == nil
 
 	d := pageData{
@@ -309,7 +309,7 @@ func orderedPhases(m map[string]PhaseTiming) []string {
 }
 
 // grid is the task x attempt table, with each cell pointing at its record.
-func grid(recs []results.Record) ([]int, []gridRow) {
+func grid(recs []rundir.Record) ([]int, []gridRow) {
 	byTask := map[string]map[int]int{}
 	maxAttempt := -1
 	for i, r := range recs {
@@ -331,7 +331,7 @@ func grid(recs []results.Record) ([]int, []gridRow) {
 			r := recs[i]
 			g.Category = cmp.Or(g.Category, r.Category)
 			g.N++
-			if r.Outcome == results.OutcomePassed {
+			if r.Outcome == rundir.OutcomePassed {
 				g.Passed++
 			}
 			g.Cells = append(g.Cells, gridCell{Index: i, Outcome: r.Outcome, ID: r.RolloutID})
@@ -350,7 +350,7 @@ func grid(recs []results.Record) ([]int, []gridRow) {
 // missing), then the transcript file as it is, gzipped and base64-encoded.
 // Base64 has no '<', so nothing a model wrote can end the block early; the
 // page parses the transcript and says so when it is not JSON.
-func writeDetails(w io.Writer, dir string, recs []results.Record) error {
+func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	for i, r := range recs {
 		fmt.Fprintf(w, "<script type=\"text/x-gzip-base64\" id=\"t-%d\">", i)
@@ -359,9 +359,9 @@ func writeDetails(w io.Writer, dir string, recs []results.Record) error {
 		// The seed also goes as a string: a JavaScript number keeps only
 		// 53 of its 64 bits.
 		head := struct {
-			Record          results.Record `json:"record"`
-			Seed            string         `json:"seed"`
-			TranscriptError string         `json:"transcript_error,omitempty"`
+			Record          rundir.Record `json:"record"`
+			Seed            string        `json:"seed"`
+			TranscriptError string        `json:"transcript_error,omitempty"`
 		}{Record: r, Seed: strconv.FormatUint(r.Seed, 10)}
 		var tr []byte
 		if r.Transcript != "" {
@@ -393,15 +393,15 @@ func writeDetails(w io.Writer, dir string, recs []results.Record) error {
 // readTranscript reads a transcript named by a record, which must stay
 // inside the run directory.
 func readTranscript(dir, name string) ([]byte, error) {
-	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(name), results.TranscriptsDir+"/") {
-		return nil, fmt.Errorf("transcript %q is outside %s/", name, results.TranscriptsDir)
+	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(name), rundir.TranscriptsDir+"/") {
+		return nil, fmt.Errorf("transcript %q is outside %s/", name, rundir.TranscriptsDir)
 	}
 	return os.ReadFile(filepath.Join(dir, name))
 }
 
 func outcomeClass(o string) string {
 	switch o {
-	case results.OutcomePassed, results.OutcomeFailed, results.OutcomeAgentTimeout, results.OutcomeInfraError:
+	case rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError:
 		return "o-" + o
 	}
 	return "o-other"

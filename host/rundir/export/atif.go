@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // ATIFVersion is the version of Harbor's Agent Trajectory Interchange
@@ -103,7 +103,7 @@ type ATIFMeta struct {
 // tool calls, their results as the observation, and its metrics (with token
 // ids and logprobs when recorded); system and user messages are steps of
 // their own. The rollout's outcome, reward and scores go in extra.
-func ATIF(rec results.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory {
+func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory {
 	if tr == nil {
 		tr = &agent.Trajectory{}
 	}

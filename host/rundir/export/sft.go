@@ -2,7 +2,7 @@ package export
 
 import (
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // SFTRecord is one line of a chat JSONL for supervised fine-tuning: the
@@ -22,7 +22,7 @@ type SFTRecord struct {
 // SFT builds the SFT line of one rollout. It returns false when the
 // rollout cannot be training data (see SkipTraining) or its reward is
 // below f.MinReward; f's other fields apply to groups only.
-func SFT(rec results.Record, tr *agent.Trajectory, f Filter) (SFTRecord, bool) {
+func SFT(rec rundir.Record, tr *agent.Trajectory, f Filter) (SFTRecord, bool) {
 	if SkipTraining(rec, tr) != "" || (f.MinReward != nil && rec.Reward < *f.MinReward) {
 		return SFTRecord{}, false
 	}

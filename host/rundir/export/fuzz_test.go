@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // FuzzTranscript: any bytes either fail to parse or go through every
@@ -42,8 +42,8 @@ func FuzzTranscript(f *testing.F) {
 				}
 			}
 		}
-		r := results.Record{RolloutID: "a#0", TaskID: "a", Outcome: results.OutcomeFailed}
-		g, info, err := Group([]results.Record{r, r}, []*agent.Trajectory{tr, tr}, Filter{MaxTokens: 5})
+		r := rundir.Record{RolloutID: "a#0", TaskID: "a", Outcome: rundir.OutcomeFailed}
+		g, info, err := Group([]rundir.Record{r, r}, []*agent.Trajectory{tr, tr}, Filter{MaxTokens: 5})
 		if err != nil {
 			t.Fatal(err)
 		}

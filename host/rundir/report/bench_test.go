@@ -43,7 +43,7 @@ var _ io.Writer = (*countWriter)(nil)
 // when its script is done), then until one trajectory is shown
 // (trajectory-ms), and the size of the file. Run it with
 //
-//	go test -run '^$' -bench BrowserOpen -benchtime 5x -count 5 ./host/report/
+//	go test -run '^$' -bench BrowserOpen -benchtime 5x -count 5 ./host/rundir/report/
 func BenchmarkBrowserOpen(b *testing.B) {
 	browser := newBrowser(b)
 	dir := b.TempDir()

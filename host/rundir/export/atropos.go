@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // ScoredDataGroup is one line of an Atropos groups file: the rollouts of
@@ -99,7 +99,7 @@ type GroupInfo struct {
 // have token sequences, GroupInfo.Tokens is false and NoTokens says why:
 // the group has no tokens or masks and only its MessagesOnly() may be
 // written. The error is for arguments that do not fit together.
-func Group(recs []results.Record, trajs []*agent.Trajectory, f Filter) (ScoredDataGroup, GroupInfo, error) {
+func Group(recs []rundir.Record, trajs []*agent.Trajectory, f Filter) (ScoredDataGroup, GroupInfo, error) {
 	var info GroupInfo
 	if len(recs) != len(trajs) {
 		return ScoredDataGroup{}, info, fmt.Errorf("group: %d records but %d trajectories", len(recs), len(trajs))

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 func TestPassAtK(t *testing.T) {
@@ -21,14 +21,14 @@ func TestPassAtK(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	var recs []results.Record
+	var recs []rundir.Record
 	add := func(task, cat string, attempt int, outcome string) {
-		recs = append(recs, results.Record{TaskID: task, Category: cat, Attempt: attempt, Outcome: outcome, RolloutID: task, Phases: map[string]float64{"agent": 1}})
+		recs = append(recs, rundir.Record{TaskID: task, Category: cat, Attempt: attempt, Outcome: outcome, RolloutID: task, Phases: map[string]float64{"agent": 1}})
 	}
-	add("a", "x", 0, results.OutcomePassed)
-	add("a", "x", 1, results.OutcomeFailed)
-	add("b", "y", 0, results.OutcomeFailed)
-	add("b", "y", 1, results.OutcomeInfraError)
+	add("a", "x", 0, rundir.OutcomePassed)
+	add("a", "x", 1, rundir.OutcomeFailed)
+	add("b", "y", 0, rundir.OutcomeFailed)
+	add("b", "y", 1, rundir.OutcomeInfraError)
 	s := Summarize(recs)
 	if s.PassRate != 0.25 || math.Abs(s.PassRateScored-1.0/3) > 1e-9 || s.Categories["x"].PassRate != 0.5 {
 		t.Fatalf("%+v", s)

@@ -26,7 +26,7 @@ import (
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // chromiumPath is Debian's chromium; PROCTOR_CHROMIUM names another.
@@ -425,11 +425,11 @@ func TestBrowserLiveReload(t *testing.T) {
 	}
 
 	// A rollout finishes.
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Append(results.Record{RolloutID: "task-0002#0", TaskID: "task-0002", Outcome: results.OutcomeFailed}); err != nil {
+	if err := store.Append(rundir.Record{RolloutID: "task-0002#0", TaskID: "task-0002", Outcome: rundir.OutcomeFailed}); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
@@ -438,12 +438,12 @@ func TestBrowserLiveReload(t *testing.T) {
 
 	// The run finishes: one more reload, then no more polling.
 	var man map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, results.ManifestFile))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.ManifestFile))
 	if err != nil || json.Unmarshal(b, &man) != nil {
 		t.Fatalf("manifest: %v", err)
 	}
 	man["finished_at"] = time.Now().UTC()
-	if err := results.WriteJSONAtomic(filepath.Join(dir, results.ManifestFile), man); err != nil {
+	if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		t.Fatal(err)
 	}
 	finished.Store(true)
@@ -460,7 +460,7 @@ func TestBrowserLiveReload(t *testing.T) {
 func TestBrowserShowsExactSeeds(t *testing.T) {
 	browser := newBrowser(t)
 	dir := t.TempDir()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,13 +473,13 @@ func TestBrowserShowsExactSeeds(t *testing.T) {
 		if err := store.WriteTranscript(name, tr); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Append(results.Record{RolloutID: fmt.Sprintf("t#%d", i), TaskID: "t", Attempt: i, Outcome: results.OutcomePassed,
+		if err := store.Append(rundir.Record{RolloutID: fmt.Sprintf("t#%d", i), TaskID: "t", Attempt: i, Outcome: rundir.OutcomePassed,
 			Seed: uint64(seed + 2*i), Transcript: "transcripts/" + name}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	store.Close()
-	recs, err := results.Read(dir) // the seeds as results.jsonl holds them
+	recs, err := rundir.Read(dir) // the seeds as results.jsonl holds them
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +644,7 @@ func TestBrowserSortsNaturally(t *testing.T) {
 	browser := newBrowser(t)
 	dir := t.TempDir()
 	fixture{tasks: 2, attempts: 12, turns: 1, finished: true}.write(t, dir)
-	recs, err := results.Read(dir)
+	recs, err := rundir.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +661,7 @@ func TestBrowserSortsNaturally(t *testing.T) {
 	}
 
 	var ids []string
-	for _, r := range slices.SortedFunc(slices.Values(recs), func(a, b results.Record) int {
+	for _, r := range slices.SortedFunc(slices.Values(recs), func(a, b rundir.Record) int {
 		return cmp.Or(strings.Compare(a.TaskID, b.TaskID), a.Attempt-b.Attempt)
 	}) {
 		ids = append(ids, r.RolloutID)

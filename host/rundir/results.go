@@ -1,9 +1,13 @@
-// Package results is the crash-safe store of a run directory. results.jsonl
-// holds one line per finished rollout, appended and fsynced; it is the
-// source of truth, and everything else in the directory (summary,
-// transcripts, report) is derived from it and written atomically. A run
-// killed mid-write leaves at most a torn last line, which Open cuts off.
-package results
+// Package rundir is the run directory: what a run writes and what report,
+// view and export read. results.jsonl holds one line per finished rollout,
+// appended and fsynced; it is the source of truth, and everything else in
+// the directory (manifest.json, summary.json, transcripts, report.html) is
+// derived from it or written atomically. A run killed mid-write leaves at
+// most a torn last line, which Open cuts off.
+//
+// Its subpackages read the directory: report (metrics, text, JSON,
+// Markdown and HTML reports) and export (Atropos groups, SFT lines, ATIF).
+package rundir
 
 import (
 	"bufio"
@@ -14,7 +18,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -113,16 +116,6 @@ type key struct {
 	task    string
 	attempt int
 }
-
-// File names inside a run directory.
-const (
-	ResultsFile    = "results.jsonl"
-	SummaryFile    = "summary.json"
-	ManifestFile   = "manifest.json"
-	ConfigFile     = "config.toml"
-	TranscriptsDir = "transcripts"
-	ReportFile     = "report.html"
-)
 
 // Store is an open run directory.
 type Store struct {
@@ -280,99 +273,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// TranscriptName is the file name of a rollout's transcript.
-func TranscriptName(rolloutID string, try int) string {
-	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
-	return fmt.Sprintf("%s.try%d.json", r.Replace(rolloutID), try)
-}
-
 // WriteTranscript writes v as JSON under transcripts/, atomically.
 func (s *Store) WriteTranscript(name string, v any) error {
 	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
-}
-
-// WriteJSONAtomic writes v as indented JSON to path through a temporary
-// file and a rename, so readers never see half a file.
-func WriteJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	return WriteFileAtomic(path, append(b, '\n'))
-}
-
-// WriteFileAtomic writes data to path through a temporary file, fsync and
-// rename.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := CreateAtomic(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Abort()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Commit()
-}
-
-// AtomicFile is a file written under a temporary name in its folder and
-// put in place by Commit, so readers never see half of it and a failed
-// write leaves nothing behind.
-type AtomicFile struct {
-	path string
-	tmp  *os.File
-}
-
-// CreateAtomic starts writing path: Write to it, then Commit, or Abort.
-// Abort after Commit does nothing, so it can be deferred.
-func CreateAtomic(path string) (*AtomicFile, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return &AtomicFile{path: path, tmp: tmp}, nil
-}
-
-// Write writes to the temporary file; it fails after Commit or Abort.
-func (f *AtomicFile) Write(p []byte) (int, error) {
-	if f.tmp == nil {
-		return 0, os.ErrClosed
-	}
-	return f.tmp.Write(p)
-}
-
-// Commit syncs the file and renames it to its path, mode 0644; on error
-// the temporary file is removed.
-func (f *AtomicFile) Commit() error {
-	tmp := f.tmp
-	if tmp == nil {
-		return fmt.Errorf("write %s: %w", f.path, os.ErrClosed)
-	}
-	f.tmp = nil
-	// CreateTemp makes 0600; a run directory is read by others too, as
-	// results.jsonl (0644) is.
-	err := tmp.Chmod(0o644)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), f.path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", f.path, err)
-	}
-	return nil
-}
-
-// Abort removes the temporary file, unless Commit has run.
-func (f *AtomicFile) Abort() {
-	if f.tmp != nil {
-		f.tmp.Close()
-		os.Remove(f.tmp.Name())
-		f.tmp = nil
-	}
 }

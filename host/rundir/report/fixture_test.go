@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // Hostile text a model or a dataset could produce; the report must show it
@@ -36,7 +36,7 @@ var runnerPhases = []string{"plugin_start", "sandbox_start", "setup", "agent", "
 // holds it.
 func (f fixture) write(tb testing.TB, dir string) Summary {
 	tb.Helper()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,18 +51,18 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 		}
 		skill := rng.Float64()
 		for a := range f.attempts {
-			rec := results.Record{RolloutID: fmt.Sprintf("%s#%d", id, a), TaskID: id, Attempt: a, Category: cat,
+			rec := rundir.Record{RolloutID: fmt.Sprintf("%s#%d", id, a), TaskID: id, Attempt: a, Category: cat,
 				Difficulty: "medium", Seed: rng.Uint64(), Image: "proctor-base:bookworm",
 				Phases: map[string]float64{}, StartedAt: start}
 			switch x := rng.Float64(); {
 			case x < skill*0.9:
-				rec.Outcome, rec.Reward = results.OutcomePassed, 1
+				rec.Outcome, rec.Reward = rundir.OutcomePassed, 1
 			case x < 0.93:
-				rec.Outcome = results.OutcomeFailed
+				rec.Outcome = rundir.OutcomeFailed
 			case x < 0.97:
-				rec.Outcome = results.OutcomeAgentTimeout
+				rec.Outcome = rundir.OutcomeAgentTimeout
 			default:
-				rec.Outcome, rec.ErrorClass, rec.Error = results.OutcomeInfraError, results.ClassSandbox, "start sandbox: image not found"
+				rec.Outcome, rec.ErrorClass, rec.Error = rundir.OutcomeInfraError, rundir.ClassSandbox, "start sandbox: image not found"
 			}
 			var total float64
 			for _, p := range runnerPhases {
@@ -74,23 +74,23 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 				total += v
 			}
 			rec.FinishedAt = start.Add(time.Duration(total * float64(time.Second)))
-			rec.Tests = []results.Test{{Name: "test_output_exists", Status: "passed"}, {Name: "test_output_content", Status: "failed", Message: "assert 'hello' == 'hallo'"}}
+			rec.Tests = []rundir.Test{{Name: "test_output_exists", Status: "passed"}, {Name: "test_output_content", Status: "failed", Message: "assert 'hello' == 'hallo'"}}
 			if f.hostile && task == 1 {
 				v := rec.Reward
 				rec.VerifierReward = &v
-				rec.Rewards = []results.RewardScore{{Name: "judge" + hostileHTML, Weight: 0.5, Reward: 0.7, Scores: map[string]float64{"score": 7}},
+				rec.Rewards = []rundir.RewardScore{{Name: "judge" + hostileHTML, Weight: 0.5, Reward: 0.7, Scores: map[string]float64{"score": 7}},
 					{Name: "trap", Weight: 1, Error: "plugin trapreward hook reward.score: trap"}}
 			}
-			if rec.Outcome == results.OutcomePassed {
+			if rec.Outcome == rundir.OutcomePassed {
 				rec.Tests[1].Status, rec.Tests[1].Message = "passed", ""
 			}
 			rec.VerifierOutput = strings.Repeat("collected 2 items\n", 3) + "tests/test_outputs.py ..\n2 passed in 0.12s\n"
 			tr := f.trajectory(rng, id, a)
 			rec.Turns = len(tr.Turns)
 			rec.StopReason = tr.StopReason
-			rec.Usage = results.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
+			rec.Usage = rundir.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
 			rec.CostUSD = float64(rec.Usage.PromptTokens)*3e-6 + float64(rec.Usage.CompletionTokens)*15e-6
-			name := results.TranscriptName(rec.RolloutID, 0)
+			name := rundir.TranscriptName(rec.RolloutID, 0)
 			if err := store.WriteTranscript(name, map[string]any{"rollout_id": rec.RolloutID, "task_id": id, "seed": rec.Seed,
 				"prompt": tr.Messages[1].Content, "system": tr.Messages[0].Content, "trajectory": tr}); err != nil {
 				tb.Fatal(err)
@@ -101,19 +101,19 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 			}
 		}
 	}
-	os.WriteFile(filepath.Join(dir, results.ConfigFile), []byte("[run]\n  name = \"fixture\"\n  attempts = "+fmt.Sprint(f.attempts)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, rundir.ConfigFile), []byte("[run]\n  name = \"fixture\"\n  attempts = "+fmt.Sprint(f.attempts)+"\n"), 0o644)
 	man := map[string]any{"proctor_version": "dev", "run_id": "fixture-20261122T160000-00000000", "name": "fixture",
 		"started_at": start, "agent": "llm", "backend": "docker", "model": map[string]string{"name": "test-model"},
 		"plugin": map[string]string{"name": "tb2", "version": "1.0.0"}}
 	if f.finished {
 		man["finished_at"] = start.Add(time.Hour)
 	}
-	if err := results.WriteJSONAtomic(filepath.Join(dir, results.ManifestFile), man); err != nil {
+	if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.ManifestFile), man); err != nil {
 		tb.Fatal(err)
 	}
 	s := Summarize(store.Records())
 	if f.finished {
-		if err := results.WriteJSONAtomic(filepath.Join(dir, results.SummaryFile), s); err != nil {
+		if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.SummaryFile), s); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // writeRun writes a run directory as the runner does: records in
@@ -15,7 +15,7 @@ import (
 func writeRun(tb testing.TB, tasks, attempts int, tr func(task, attempt int) *agent.Trajectory) string {
 	tb.Helper()
 	dir := tb.TempDir()
-	s, err := results.Open(dir)
+	s, err := rundir.Open(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func writeRun(tb testing.TB, tasks, attempts int, tr func(task, attempt int) *ag
 			r := rec(id, a, float64((task+a)%2))
 			r.RolloutID = fmt.Sprintf("%s#%d", id, a)
 			if t := tr(task, a); t != nil {
-				name := results.TranscriptName(r.RolloutID, 0)
+				name := rundir.TranscriptName(r.RolloutID, 0)
 				if err := s.WriteTranscript(name, map[string]any{"rollout_id": r.RolloutID, "task_id": id, "trajectory": t}); err != nil {
 					tb.Fatal(err)
 				}
@@ -49,7 +49,7 @@ func TestEachGroup(t *testing.T) {
 		return synth(2, 2, 2)
 	})
 	var got []string
-	err := EachGroup(dir, func(recs []results.Record, trajs []*agent.Trajectory) error {
+	err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		for i, r := range recs {
 			got = append(got, fmt.Sprintf("%s/%d/%v", r.TaskID, r.Attempt, trajs[i] != nil))
 		}
@@ -78,7 +78,7 @@ func BenchmarkExport(b *testing.B) {
 			enc := json.NewEncoder(io.Discard)
 			for b.Loop() {
 				n := 0
-				err := EachGroup(dir, func(recs []results.Record, trajs []*agent.Trajectory) error {
+				err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 					switch format {
 					case "atropos":
 						g, info, err := Group(recs, trajs, Filter{})
@@ -119,7 +119,7 @@ func BenchmarkExport(b *testing.B) {
 // rollouts of 60 turns (a long agentic rollout, 9,600-token sequences).
 func BenchmarkGroup(b *testing.B) {
 	trs := []*agent.Trajectory{synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60)}
-	recs := []results.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), rec("t", 3, 0)}
+	recs := []rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), rec("t", 3, 0)}
 	for b.Loop() {
 		if _, info, err := Group(recs, trs, Filter{}); err != nil || !info.Tokens {
 			b.Fatal(err, info)

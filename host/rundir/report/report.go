@@ -19,7 +19,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // Summary is summary.json.
@@ -36,7 +36,7 @@ type Summary struct {
 	Rewards        map[string]RewardStat  `json:"rewards,omitempty"`
 	PassAtK        map[string]float64     `json:"pass_at_k,omitempty"`
 	Categories     map[string]Rate        `json:"categories,omitempty"`
-	Usage          results.Usage          `json:"usage"`
+	Usage          rundir.Usage           `json:"usage"`
 	CostUSD        float64                `json:"cost_usd"`
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
@@ -47,14 +47,14 @@ type Summary struct {
 // scored, how many times it failed, and the tokens it spent asking the
 // run's model (a judge's).
 type RewardStat struct {
-	N      int            `json:"n"`
-	Mean   float64        `json:"mean"`
-	Errors int            `json:"errors"`
-	Usage  *results.Usage `json:"usage,omitempty"`
+	N      int           `json:"n"`
+	Mean   float64       `json:"mean"`
+	Errors int           `json:"errors"`
+	Usage  *rundir.Usage `json:"usage,omitempty"`
 }
 
 // rewardStats sums up the stacked rewards of recs.
-func rewardStats(recs []results.Record) map[string]RewardStat {
+func rewardStats(recs []rundir.Record) map[string]RewardStat {
 	var out map[string]RewardStat
 	for _, r := range recs {
 		for _, rs := range r.Rewards {
@@ -63,7 +63,7 @@ func rewardStats(recs []results.Record) map[string]RewardStat {
 			}
 			st := out[rs.Name]
 			if rs.Usage != nil {
-				var u results.Usage
+				var u rundir.Usage
 				if st.Usage != nil {
 					u = *st.Usage
 				}
@@ -113,21 +113,21 @@ type TaskRow struct {
 }
 
 // Summarize computes the summary of a run's records.
-func Summarize(recs []results.Record) Summary {
+func Summarize(recs []rundir.Record) Summary {
 	s := Summary{Outcomes: map[string]int{}, ErrorClasses: map[string]int{}, Categories: map[string]Rate{}, Phases: map[string]PhaseTiming{}}
 	s.Rollouts = len(recs)
-	byTask := map[string][]results.Record{}
+	byTask := map[string][]rundir.Record{}
 	phases := map[string][]float64{}
 	var reward float64
 	passed, scored := 0, 0
 	for _, r := range recs {
 		s.Outcomes[r.Outcome]++
-		if r.Outcome == results.OutcomeInfraError {
+		if r.Outcome == rundir.OutcomeInfraError {
 			s.ErrorClasses[r.ErrorClass]++
 		} else {
 			scored++
 		}
-		if r.Outcome == results.OutcomePassed {
+		if r.Outcome == rundir.OutcomePassed {
 			passed++
 		}
 		reward += r.Reward
@@ -138,7 +138,7 @@ func Summarize(recs []results.Record) Summary {
 		}
 		c := s.Categories[cat]
 		c.N++
-		if r.Outcome == results.OutcomePassed {
+		if r.Outcome == rundir.OutcomePassed {
 			c.Passed++
 		}
 		s.Categories[cat] = c
@@ -171,11 +171,11 @@ func Summarize(recs []results.Record) Summary {
 	maxAttempts := 0
 	for _, id := range slices.Sorted(maps.Keys(byTask)) {
 		rs := byTask[id]
-		slices.SortFunc(rs, func(a, b results.Record) int { return cmp.Compare(a.Attempt, b.Attempt) })
+		slices.SortFunc(rs, func(a, b rundir.Record) int { return cmp.Compare(a.Attempt, b.Attempt) })
 		row := TaskRow{TaskID: id, Category: rs[0].Category}
 		for _, r := range rs {
 			row.Outcomes = append(row.Outcomes, r.Outcome)
-			if r.Outcome == results.OutcomePassed {
+			if r.Outcome == rundir.OutcomePassed {
 				row.Passed++
 			}
 		}
@@ -268,16 +268,16 @@ func timing(v []float64) PhaseTiming {
 }
 
 // outcomes are the outcomes in the order reports list them.
-var outcomes = []string{results.OutcomePassed, results.OutcomeFailed, results.OutcomeAgentTimeout, results.OutcomeInfraError}
+var outcomes = []string{rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError}
 
 // symbol marks each outcome in the text report, the HTML page and their
 // legends. Each is in the DejaVu fonts Debian installs with Chromium (the
 // stopwatch U+23F1 is not, and showed as an empty box).
 var symbol = map[string]string{
-	results.OutcomePassed:       "✓",
-	results.OutcomeFailed:       "✗",
-	results.OutcomeAgentTimeout: "◷",
-	results.OutcomeInfraError:   "!",
+	rundir.OutcomePassed:       "✓",
+	rundir.OutcomeFailed:       "✗",
+	rundir.OutcomeAgentTimeout: "◷",
+	rundir.OutcomeInfraError:   "!",
 }
 
 // legend explains the symbols: "✓ passed  ✗ failed  ...".

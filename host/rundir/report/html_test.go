@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 func writeHTML(t testing.TB, dir string, opt HTMLOptions) string {
@@ -160,7 +160,7 @@ func TestWriteHTMLRunInProgress(t *testing.T) {
 	dir := t.TempDir()
 	s := fixture{tasks: 3, attempts: 2, turns: 2}.write(t, dir)
 	// The runner is writing the next line.
-	f, _ := os.OpenFile(filepath.Join(dir, results.ResultsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(filepath.Join(dir, rundir.ResultsFile), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"rollout_id":"task-0003#0","task_id":"task-00`)
 	f.Close()
 
@@ -186,7 +186,7 @@ func TestWriteHTMLRunInProgress(t *testing.T) {
 
 func TestWriteHTMLOddRunDirectories(t *testing.T) {
 	dir := t.TempDir()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestWriteHTMLOddRunDirectories(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "transcripts", "oracle.json"), []byte(`{"prompt":"p","trajectory":{"agent":"oracle","messages":null,"stop_reason":"oracle"}}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "transcripts", "torn.json"), []byte(`{"prompt":`), 0o644)
 	for i, tr := range []string{"transcripts/oracle.json", "transcripts/torn.json", "../../etc/passwd", "transcripts/gone.json", ""} {
-		store.Append(results.Record{RolloutID: "t#" + strconv.Itoa(i), TaskID: "t", Attempt: i, Outcome: results.OutcomeFailed, Transcript: tr})
+		store.Append(rundir.Record{RolloutID: "t#" + strconv.Itoa(i), TaskID: "t", Attempt: i, Outcome: rundir.OutcomeFailed, Transcript: tr})
 	}
 	store.Close()
 
@@ -236,16 +236,16 @@ func FuzzWriteHTML(f *testing.F) {
 			task = "x"
 		}
 		dir := t.TempDir()
-		store, err := results.Open(dir)
+		store, err := rundir.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(dir, "transcripts", "a.json"), transcript, 0o644)
-		store.Append(results.Record{RolloutID: task + "#0", TaskID: task, Category: cat, Outcome: cat, ErrorClass: cat, Error: errText,
-			VerifierOutput: output, Tests: []results.Test{{Name: cat, Status: output}}, Phases: map[string]float64{cat: 1}, Transcript: "transcripts/a.json"})
+		store.Append(rundir.Record{RolloutID: task + "#0", TaskID: task, Category: cat, Outcome: cat, ErrorClass: cat, Error: errText,
+			VerifierOutput: output, Tests: []rundir.Test{{Name: cat, Status: output}}, Phases: map[string]float64{cat: 1}, Transcript: "transcripts/a.json"})
 		store.Close()
-		os.WriteFile(filepath.Join(dir, results.ConfigFile), []byte(output), 0o644)
-		os.WriteFile(filepath.Join(dir, results.ManifestFile), []byte(`{"name":`+strconv.Quote(task)+`}`), 0o644)
+		os.WriteFile(filepath.Join(dir, rundir.ConfigFile), []byte(output), 0o644)
+		os.WriteFile(filepath.Join(dir, rundir.ManifestFile), []byte(`{"name":`+strconv.Quote(task)+`}`), 0o644)
 		checkInert(t, writeHTML(t, dir, HTMLOptions{}), 1)
 	})
 }
@@ -253,11 +253,11 @@ func FuzzWriteHTML(f *testing.F) {
 // TestWriteHTMLOneRollout: counts of one read in the singular.
 func TestWriteHTMLOneRollout(t *testing.T) {
 	dir := t.TempDir()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.Append(results.Record{RolloutID: "t#0", TaskID: "t", Outcome: results.OutcomePassed})
+	store.Append(rundir.Record{RolloutID: "t#0", TaskID: "t", Outcome: rundir.OutcomePassed})
 	store.Close()
 	text := strings.Join(strings.Fields(html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(writeHTML(t, dir, HTMLOptions{}), " "))), " ")
 	for _, want := range []string{"over 1 rollout of 1 task (up to 1 attempt each)", "1 rollout recorded so far"} {

@@ -12,7 +12,7 @@ import (
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/local"
 )
@@ -108,7 +108,7 @@ func TestTokensThroughTheLoop(t *testing.T) {
 		t.Errorf("%d generated positions, %d completion tokens", generated, total)
 	}
 
-	g, info, err := Group([]results.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{tr, tr}, Filter{})
+	g, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{tr, tr}, Filter{})
 	if err != nil || !info.Kept || !info.Tokens || !info.Logprobs || info.NoTokens != "" {
 		t.Fatalf("group: %v %+v", err, info)
 	}
@@ -137,7 +137,7 @@ func TestTemplateDropsReasoning(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Turn != 2 {
 		t.Fatalf("want a prefix error at turn 2, got %v", err)
 	}
-	g, info, _ := Group([]results.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
+	g, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
 	if info.Tokens || g.Tokens != nil || g.Masks != nil || g.InferenceLogprobs != nil || !strings.Contains(info.NoTokens, "t#0: turn 2") {
 		t.Fatalf("want messages only, got %+v", info)
 	}
@@ -159,7 +159,7 @@ func TestNoTokenIDs(t *testing.T) {
 	if _, err := Tokens(tr); !errors.Is(err, ErrNoTokens) {
 		t.Fatalf("want ErrNoTokens, got %v", err)
 	}
-	_, info, _ := Group([]results.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
+	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
 	if info.Tokens || info.NoTokens != ErrNoTokens.Error() || !info.Kept {
 		t.Fatalf("%+v", info)
 	}
@@ -172,7 +172,7 @@ func TestMixedGroupNamesRollout(t *testing.T) {
 	for i := range bare.Turns {
 		bare.Turns[i].PromptTokenIDs, bare.Turns[i].CompletionTokenIDs, bare.Turns[i].CompletionLogprobs = nil, nil, nil
 	}
-	_, info, err := Group([]results.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1)}, []*agent.Trajectory{synth(3, 4, 2), bare, synth(3, 4, 2)}, Filter{})
+	_, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1)}, []*agent.Trajectory{synth(3, 4, 2), bare, synth(3, 4, 2)}, Filter{})
 	if err != nil || info.Tokens {
 		t.Fatalf("%v %+v", err, info)
 	}
@@ -180,7 +180,7 @@ func TestMixedGroupNamesRollout(t *testing.T) {
 		t.Errorf("reason %q (%s), want it to start with %q", info.NoTokens, info.NoTokensClass, want)
 	}
 	// No rollout with ids: the reason is the group's, with no rollout named.
-	_, info, _ = Group([]results.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{bare, bare}, Filter{})
+	_, info, _ = Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{bare, bare}, Filter{})
 	if info.NoTokens != ErrNoTokens.Error() {
 		t.Errorf("reason %q for a group without ids", info.NoTokens)
 	}
@@ -197,7 +197,7 @@ func TestGroupSampling(t *testing.T) {
 		return tr
 	}
 	infra := rec("t", 3, 0)
-	infra.Outcome = results.OutcomeInfraError
+	infra.Outcome = rundir.OutcomeInfraError
 	cases := []struct {
 		name     string
 		sampling []*agent.Sampling
@@ -215,7 +215,7 @@ func TestGroupSampling(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			recs := []results.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), infra}
+			recs := []rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), infra}
 			trajs := []*agent.Trajectory{with(tc.sampling[0]), with(tc.sampling[1]), with(tc.sampling[2]), synth(2, 2, 2)}
 			g, _, err := Group(recs, trajs, Filter{})
 			if err != nil {
@@ -239,8 +239,8 @@ func TestGroupSampling(t *testing.T) {
 	}
 }
 
-func rec(task string, attempt int, reward float64) results.Record {
-	return results.Record{RolloutID: task + "#" + string(rune('0'+attempt)), TaskID: task, Attempt: attempt, Outcome: results.OutcomePassed, Reward: reward}
+func rec(task string, attempt int, reward float64) rundir.Record {
+	return rundir.Record{RolloutID: task + "#" + string(rune('0'+attempt)), TaskID: task, Attempt: attempt, Outcome: rundir.OutcomePassed, Reward: reward}
 }
 
 // synth is a trajectory of n turns whose ids line up: each prompt is the
@@ -282,7 +282,7 @@ func TestGroupFilters(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	oracle := &agent.Trajectory{Agent: "oracle", StopReason: agent.StopOracle}
 	infra := rec("t", 2, 0)
-	infra.Outcome = results.OutcomeInfraError
+	infra.Outcome = rundir.OutcomeInfraError
 	cases := []struct {
 		name    string
 		rewards []float64
@@ -301,7 +301,7 @@ func TestGroupFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			recs := []results.Record{rec("t", 0, tc.rewards[0]), rec("t", 1, tc.rewards[1]), infra, rec("t", 3, 1)}
+			recs := []rundir.Record{rec("t", 0, tc.rewards[0]), rec("t", 1, tc.rewards[1]), infra, rec("t", 3, 1)}
 			trajs := []*agent.Trajectory{synth(3, 4, 2), synth(3, 4, 2), synth(1, 1, 1), oracle}
 			g, info, err := Group(recs, trajs, tc.filter)
 			if err != nil {
@@ -315,11 +315,11 @@ func TestGroupFilters(t *testing.T) {
 			}
 		})
 	}
-	_, info, _ := Group([]results.Record{rec("t", 0, 1)}, []*agent.Trajectory{nil}, Filter{})
+	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{nil}, Filter{})
 	if info.Dropped != DropEmpty || info.Skipped[SkipNoTranscript] != 1 {
 		t.Errorf("%+v", info)
 	}
-	if _, _, err := Group([]results.Record{rec("t", 0, 1), rec("u", 0, 1)}, []*agent.Trajectory{nil, nil}, Filter{}); err == nil {
+	if _, _, err := Group([]rundir.Record{rec("t", 0, 1), rec("u", 0, 1)}, []*agent.Trajectory{nil, nil}, Filter{}); err == nil {
 		t.Error("two tasks in one group")
 	}
 	// Without ids, the length is the last turn's usage.
@@ -327,10 +327,10 @@ func TestGroupFilters(t *testing.T) {
 	for i := range tr.Turns {
 		tr.Turns[i].PromptTokenIDs, tr.Turns[i].CompletionTokenIDs = nil, nil
 	}
-	if _, info, _ := Group([]results.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 18}); info.Dropped != DropMaxTokens || info.Tokens {
+	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 18}); info.Dropped != DropMaxTokens || info.Tokens {
 		t.Errorf("usage length: %+v", info)
 	}
-	if _, info, _ := Group([]results.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 19}); !info.Kept {
+	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 19}); !info.Kept {
 		t.Errorf("usage length below the limit: %+v", info)
 	}
 }
@@ -378,10 +378,10 @@ func TestTokensEdgeCases(t *testing.T) {
 // score) and counted, but still has its ATIF document.
 func TestRewardErrorIsNoTrainingSignal(t *testing.T) {
 	broken := rec("t", 1, 0.7)
-	broken.Rewards = []results.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}, {Name: "judge", Weight: 0.5, Error: "reward plugin judge: trap"}}
+	broken.Rewards = []rundir.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}, {Name: "judge", Weight: 0.5, Error: "reward plugin judge: trap"}}
 	fine := rec("t", 0, 1)
-	fine.Rewards = []results.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}}
-	g, info, err := Group([]results.Record{fine, broken}, []*agent.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
+	fine.Rewards = []rundir.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}}
+	g, info, err := Group([]rundir.Record{fine, broken}, []*agent.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
 	if err != nil || info.Rollouts != 1 || len(g.Scores) != 1 || g.Scores[0] != 1 || info.Skipped[SkipRewardError] != 1 {
 		t.Fatalf("group: %v %+v scores %v", err, info, g.Scores)
 	}
