@@ -27,34 +27,6 @@ type evalCmd struct {
 	Resume bool     `help:"Continue the run in the directory (also the default when it has results)."`
 }
 
-// Manifest is manifest.json.
-type Manifest struct {
-	ProctorVersion string              `json:"proctor_version"`
-	RunID          string              `json:"run_id"`
-	Name           string              `json:"name"`
-	StartedAt      time.Time           `json:"started_at"`
-	ResumedAt      []time.Time         `json:"resumed_at,omitempty"`
-	FinishedAt     *time.Time          `json:"finished_at,omitempty"`
-	Plugin         PluginInfo          `json:"plugin"`
-	Rewards        []PluginInfo        `json:"rewards,omitempty"`
-	Process        *ProcessInfo        `json:"process,omitempty"`
-	Model          map[string]string   `json:"model,omitempty"`
-	Agent          string              `json:"agent"`
-	Backend        string              `json:"backend"`
-	ConfigHash     string              `json:"config_hash"`
-	ImageDigests   map[string]string   `json:"image_digests,omitempty"`
-	SkippedTasks   []map[string]string `json:"skipped_tasks,omitempty"`
-}
-
-// PluginInfo says which plugin bytes ran.
-type PluginInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	SHA256  string `json:"sha256"`
-	Source  string `json:"source"`
-	Digest  string `json:"oci_digest,omitempty"` // the OCI manifest digest actually used
-}
-
 func runDir(c *config.Config, out string) string {
 	if out != "" {
 		return out
@@ -72,10 +44,10 @@ func (e evalCmd) Run(g *globals) error { return e.execute(g, nil) }
 // early (no new rollout starts, the running ones are cancelled) when a
 // hook cannot go on; finish then reports why.
 type runHooks struct {
-	config func(c *config.Config, dir string, prior Manifest) error
+	config func(c *config.Config, dir string, prior rundir.Manifest) error
 	start  func(dir string, store *rundir.Store, stop func()) error
 	record func(rec rundir.Record)
-	finish func(man *Manifest) error
+	finish func(man *rundir.Manifest) error
 }
 
 func (e evalCmd) execute(g *globals, h *runHooks) error {
@@ -87,10 +59,10 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	dir := runDir(c, e.Out)
 	// The manifest keeps the run id across resumes, so leftovers of a
 	// killed run can be found by label.
-	var man Manifest
+	var man rundir.Manifest
 	manPath := filepath.Join(dir, rundir.ManifestFile)
 	if b, err := os.ReadFile(manPath); err != nil || json.Unmarshal(b, &man) != nil || man.RunID == "" {
-		man = Manifest{}
+		man = rundir.Manifest{}
 	}
 	if h != nil && h.config != nil {
 		if err := h.config(c, dir, man); err != nil {
@@ -109,7 +81,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 			fmt.Fprintf(g.stderr, "proctor: note: the config changed since this run started; only missing rollouts run\n")
 		}
 	} else {
-		man = Manifest{RunID: newRunID(c.Run.Name), Name: c.Run.Name, StartedAt: time.Now().UTC()}
+		man = rundir.Manifest{RunID: newRunID(c.Run.Name), Name: c.Run.Name, StartedAt: time.Now().UTC()}
 	}
 	man.FinishedAt = nil
 
@@ -150,7 +122,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	}
 
 	m := plugin.Manifest()
-	envInfo := PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source, Digest: plugin.digest}
+	envInfo := rundir.PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source, Digest: plugin.digest}
 	if len(man.ResumedAt) > 0 {
 		if err := samePlugins(dir, man, envInfo, rewardInfos); err != nil {
 			return err
@@ -271,7 +243,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 // recorded: its manifest and results would claim a plugin that did not
 // run. A plugin is compared by sha256: the environment's, and each stacked
 // reward's by its name.
-func samePlugins(dir string, old Manifest, env PluginInfo, rewards []PluginInfo) error {
+func samePlugins(dir string, old rundir.Manifest, env rundir.PluginInfo, rewards []rundir.PluginInfo) error {
 	if old.Plugin.SHA256 != "" && old.Plugin.SHA256 != env.SHA256 {
 		return changedPlugin(dir, "the [env] plugin "+env.Name, "[env]", old.Plugin, env)
 	}
@@ -285,7 +257,7 @@ func samePlugins(dir string, old Manifest, env PluginInfo, rewards []PluginInfo)
 	return nil
 }
 
-func changedPlugin(dir, what, table string, old, now PluginInfo) error {
+func changedPlugin(dir, what, table string, old, now rundir.PluginInfo) error {
 	hint := fmt.Sprintf("run the plugin that ran, pinned (sha256 = %q in %s), or write to a new --out", old.SHA256, table)
 	if repo, ok := strings.CutPrefix(old.Source, "oci:"); ok && old.Digest != "" {
 		repo, _, _ = strings.Cut(repo, "@")
@@ -299,9 +271,9 @@ func changedPlugin(dir, what, table string, old, now PluginInfo) error {
 
 // keepRecorded adds to the rewards that run now the recorded ones that no
 // longer do: their scores are still in results.jsonl.
-func keepRecorded(old, now []PluginInfo) []PluginInfo {
+func keepRecorded(old, now []rundir.PluginInfo) []rundir.PluginInfo {
 	for _, o := range old {
-		if !slices.ContainsFunc(now, func(n PluginInfo) bool { return n.Name == o.Name }) {
+		if !slices.ContainsFunc(now, func(n rundir.PluginInfo) bool { return n.Name == o.Name }) {
 			now = append(now, o)
 		}
 	}

@@ -222,7 +222,8 @@ func (e exportCmd) atif(st *exportStats) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &infraError{err: fmt.Errorf("atif directory: %w", err)}
 	}
-	meta := export.ATIFMeta{RunID: export.RunID(e.Dir), AgentVersion: version}
+	man, _, _ := rundir.ReadManifest(e.Dir) // no manifest: no session id
+	meta := export.ATIFMeta{RunID: man.RunID, AgentVersion: version}
 	return e.each(func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		for i, r := range recs {
 			st.rollouts++

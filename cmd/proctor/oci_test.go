@@ -64,7 +64,7 @@ func TestOCIPlugins(t *testing.T) {
 	if code, out := eval(tag, filepath.Join(dir, "bytag")); code != 0 {
 		t.Fatalf("eval by tag: exit %d\n%s", code, out)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(dir, "bytag", rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Plugin.Digest != digest[1] || !strings.HasPrefix(man.Plugin.Source, "oci:") || man.Plugin.Name != "tb2" {

@@ -31,33 +31,6 @@ type processCmd struct {
 	Out    string   `help:"Run directory (default: <run.out_dir>/<run.name>)."`
 }
 
-// ProcessInfo is the manifest's account of a process run.
-type ProcessInfo struct {
-	GroupSize int `json:"group_size"`
-	Groups    int `json:"groups"` // groups written to groups.jsonl (exact tokens)
-	// MessagesGroups counts the groups written to groups.messages.jsonl:
-	// kept by the filters, but without exact tokens (NoTokens says why).
-	MessagesGroups int            `json:"messages_groups"`
-	SFT            int            `json:"sft"`     // lines written to sft.jsonl
-	Dropped        map[string]int `json:"dropped"` // groups left out, by reason
-	// Skipped counts the rollouts left out of groups and SFT lines, by
-	// reason (export.SkipTraining: infra_error, reward_error, ...).
-	Skipped map[string]int `json:"skipped,omitempty"`
-	// Tokens says whether the kept groups have exact tokens: "exact" (all
-	// in groups.jsonl), "none" (all in groups.messages.jsonl) or "partial";
-	// NoTokens says why, by class (export.NoTokensClass).
-	Tokens   string                   `json:"tokens"`
-	NoTokens map[string]NoTokensCount `json:"no_tokens,omitempty"`
-}
-
-// NoTokensCount is how many kept groups lack exact tokens for one reason
-// class, with the full reason (task, rollout, turn, token) of the one with
-// the first task id.
-type NoTokensCount struct {
-	Groups  int    `json:"groups"`
-	Example string `json:"example"`
-}
-
 // indexEntry is one line of process.jsonl: a task whose group is decided,
 // and where groups.jsonl, groups.messages.jsonl and sft.jsonl ended after
 // it. A resume cuts the three files back to the last entry, so a group is
@@ -103,7 +76,7 @@ func newGroupWriter() *groupWriter {
 func (p processCmd) Run(g *globals) error {
 	w := newGroupWriter()
 	hooks := &runHooks{
-		config: func(c *config.Config, dir string, prior Manifest) error {
+		config: func(c *config.Config, dir string, prior rundir.Manifest) error {
 			// Before anything is written: a resume with another group
 			// size would write groups of the wrong size or drop the
 			// new rollouts.
@@ -175,7 +148,7 @@ func (w *groupWriter) open(dir string, store *rundir.Store, stop func()) error {
 // the first whole entry of process.jsonl, else the process section of
 // man, the run's manifest, else whether results.jsonl holds an attempt
 // beyond size (a larger group size whose first group was never written).
-func recordedGroupSize(dir string, man Manifest, size int) (int, string) {
+func recordedGroupSize(dir string, man rundir.Manifest, size int) (int, string) {
 	if e, ok := firstIndexEntry(filepath.Join(dir, indexFile)); ok {
 		if e.GroupSize != size {
 			return e.GroupSize, indexFile
@@ -353,10 +326,10 @@ func appendJSON(f *os.File, v any) error {
 }
 
 // finish closes the files and sums up what was written for the manifest.
-func (w *groupWriter) finish(man *Manifest) error {
+func (w *groupWriter) finish(man *rundir.Manifest) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	info := &ProcessInfo{GroupSize: w.size, Dropped: map[string]int{}}
+	info := &rundir.ProcessInfo{GroupSize: w.size, Dropped: map[string]int{}}
 	for _, id := range slices.Sorted(maps.Keys(w.written)) {
 		e := w.written[id]
 		info.SFT += e.SFTLines
@@ -375,7 +348,7 @@ func (w *groupWriter) finish(man *Manifest) error {
 		} else {
 			info.MessagesGroups++
 			if info.NoTokens == nil {
-				info.NoTokens = map[string]NoTokensCount{}
+				info.NoTokens = map[string]rundir.NoTokensCount{}
 			}
 			c := info.NoTokens[e.NoTokensClass]
 			if c.Groups == 0 {

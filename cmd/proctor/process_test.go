@@ -98,7 +98,7 @@ func TestProcessGroups(t *testing.T) {
 	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
 		t.Errorf("%d SFT lines, want 3", n)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Process == nil || man.Process.Groups != 1 || man.Process.MessagesGroups != 0 || man.Process.Tokens != "exact" || man.Process.SFT != 3 {
@@ -226,7 +226,7 @@ func TestProcessWithoutTokens(t *testing.T) {
 	if len(groups) != 2 || strings.Contains(groups[0], `"tokens"`) || !strings.Contains(groups[0], `"messages"`) {
 		t.Fatalf("groups without token ids: %v", groups)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Process == nil || man.Process.Tokens != "none" || man.Process.Groups != 0 || man.Process.MessagesGroups != 2 || len(man.Process.NoTokens) == 0 {
@@ -239,7 +239,7 @@ func TestProcessWithoutTokens(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
 	b, _ = os.ReadFile(filepath.Join(out2, messagesFile))
-	man = Manifest{}
+	man = rundir.Manifest{}
 	mb, _ := os.ReadFile(filepath.Join(out2, rundir.ManifestFile))
 	json.Unmarshal(mb, &man)
 	if len(b) != 0 || man.Process.Dropped[export.DropEqualScores] != 2 || man.Process.SFT != 4 {

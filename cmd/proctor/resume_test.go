@@ -73,7 +73,7 @@ func TestResumeRefusesOtherPlugins(t *testing.T) {
 	if code, o := eval(config(example, stats)); code != 0 {
 		t.Fatalf("resume with the same plugins: exit %d\n%s", code, o)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if n := countLines(filepath.Join(out, rundir.ResultsFile)); n != 2 || man.Plugin.SHA256 != sha256File(t, example) || len(man.ResumedAt) != 1 {

@@ -13,15 +13,16 @@ import (
 	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
 // plugin runtime, and describes them for the manifest. Judges' requests go
 // through lim, the run's limiter, with the agent's.
-func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]host.Scorer, []PluginInfo, error) {
+func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]host.Scorer, []rundir.PluginInfo, error) {
 	var scorers []host.Scorer
-	var infos []PluginInfo
+	var infos []rundir.PluginInfo
 	names := map[string]bool{}
 	for i, rw := range c.Reward {
 		key := fmt.Sprintf("[[reward]] %d (%s)", i+1, rw.Plugin)
@@ -53,7 +54,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			sp.Complete = complete
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source, Digest: p.digest})
+		infos = append(infos, rundir.PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source, Digest: p.digest})
 	}
 	return scorers, infos, nil
 }

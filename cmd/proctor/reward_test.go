@@ -115,7 +115,7 @@ name = "trap"
 			t.Errorf("combined reward %v, want %v", rec.Reward, want)
 		}
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
@@ -184,7 +184,7 @@ func TestJudgeLocal(t *testing.T) {
 	if code := run([]string{"eval", writeConfig(`["host.info", "model.complete"]`), "--out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	var man Manifest
+	var man rundir.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Model["name"] != "judge-model" || man.Model["base_url"] != srv.URL() {

@@ -78,14 +78,14 @@ func trainTrajectory(task string, ids bool) *agent.Trajectory {
 
 // processFiles opens a group writer on dir as `proctor process` does at
 // start (writing the groups of finished tasks), then finishes it.
-func processFiles(t *testing.T, dir string, store *rundir.Store, size int) *ProcessInfo {
+func processFiles(t *testing.T, dir string, store *rundir.Store, size int) *rundir.ProcessInfo {
 	t.Helper()
 	w := newGroupWriter()
 	w.size = size
 	if err := w.open(dir, store, nil); err != nil {
 		t.Fatal(err)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	if err := w.finish(&man); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestProcessStopsOnWriteError(t *testing.T) {
 	if n := countLines(filepath.Join(dir, indexFile)); n != 0 {
 		t.Errorf("%d groups recorded after the write error", n)
 	}
-	var man Manifest
+	var man rundir.Manifest
 	if err := w.finish(&man); err == nil || !strings.Contains(err.Error(), "write training groups") {
 		t.Fatalf("finish: %v", err)
 	}
@@ -308,7 +308,7 @@ func TestRunStopsWhenAHookStops(t *testing.T) {
 	hooks := &runHooks{
 		start:  func(_ string, _ *rundir.Store, s func()) error { stop = s; return nil },
 		record: func(rundir.Record) { stop() },
-		finish: func(*Manifest) error { return errors.New("write training groups: groups.jsonl: disk on fire") },
+		finish: func(*rundir.Manifest) error { return errors.New("write training groups: groups.jsonl: disk on fire") },
 	}
 	var stdout, stderr bytes.Buffer
 	err := evalCmd{Config: cfg, Out: out}.execute(&globals{stdout: &stdout, stderr: &stderr, ctx: context.Background()}, hooks)

@@ -43,7 +43,7 @@ func addRollout(t *testing.T, store *rundir.Store, attempt int) {
 
 func writeManifest(t *testing.T, dir string, finished bool) {
 	t.Helper()
-	m := Manifest{RunID: "r-1", Name: "view-test", StartedAt: time.Now().UTC()}
+	m := rundir.Manifest{RunID: "r-1", Name: "view-test", StartedAt: time.Now().UTC()}
 	if finished {
 		now := time.Now().UTC()
 		m.FinishedAt = &now

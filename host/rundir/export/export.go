@@ -13,7 +13,6 @@
 package export
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,19 +227,4 @@ func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
 	}
 	wg.Wait()
 	return trajs, errors.Join(errs...)
-}
-
-// RunID is the run id manifest.json records, or "" when it cannot be read.
-func RunID(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, rundir.ManifestFile))
-	if err != nil {
-		return ""
-	}
-	var m struct {
-		RunID string `json:"run_id"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(b), &m) != nil {
-		return ""
-	}
-	return m.RunID
 }

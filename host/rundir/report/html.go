@@ -72,38 +72,8 @@ func ReadStatus(dir string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	m, _ := readManifest(dir)
+	m, _, _ := rundir.ReadManifest(dir)
 	return Status{Rollouts: len(recs), Finished: m.FinishedAt != nil}, nil
-}
-
-// manifestHead is the part of manifest.json the page shows on top.
-type manifestHead struct {
-	RunID          string            `json:"run_id"`
-	Name           string            `json:"name"`
-	ProctorVersion string            `json:"proctor_version"`
-	StartedAt      *time.Time        `json:"started_at"`
-	FinishedAt     *time.Time        `json:"finished_at"`
-	Agent          string            `json:"agent"`
-	Backend        string            `json:"backend"`
-	Model          map[string]string `json:"model"`
-	Plugin         struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"plugin"`
-	text string // the whole file, indented
-}
-
-func readManifest(dir string) (manifestHead, error) {
-	var m manifestHead
-	b, err := os.ReadFile(filepath.Join(dir, rundir.ManifestFile))
-	if err != nil {
-		return m, err
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return manifestHead{text: string(b)}, fmt.Errorf("%s: %w", rundir.ManifestFile, err)
-	}
-	m.text = string(b)
-	return m, nil
 }
 
 func readRecords(dir string) ([]rundir.Record, error) {
@@ -125,7 +95,7 @@ type (
 		Marks       string      // JSON of symbol, for the script
 		PhaseOrder  string      // JSON of phaseOrder, for the script
 		Live        bool
-		Man         manifestHead
+		Man         rundir.Manifest
 		ManText     string
 		Config      string
 		Finished    bool
@@ -202,14 +172,14 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 	if err != nil {
 		return err
 	}
-	man, _ := readManifest(dir) // a missing or broken manifest shows as such
+	man, manText, _ := rundir.ReadManifest(dir) // a missing or broken manifest shows as such
 	config, _ := os.ReadFile(filepath.Join(dir, rundir.ConfigFile))
 	live := opt.Live && man.FinishedAt == nil
 
 	d := pageData{
 		Title: cmp.Or(man.Name, filepath.Base(dir)), Dir: dir,
 		CSS: template.CSS(pageCSS), JS: template.JS(pageJS),
-		Live: live, Man: man, ManText: man.text, Config: string(config),
+		Live: live, Man: man, ManText: string(manText), Config: string(config),
 		Finished: man.FinishedAt != nil,
 		S:        Summarize(recs),
 	}
