@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/openai"
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -151,14 +151,14 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	}
 
 	prices := c.Model.Prices
-	r := &host.Runner{
+	r := &scheduler.Runner{
 		Env: env, Backend: be, Agent: ag, Store: store, Rewards: scorers,
-		Progress: host.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration),
-		Config: host.Config{
+		Progress: scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration),
+		Config: scheduler.Config{
 			RunID: man.RunID, Concurrency: c.Run.Concurrency, StartConcurrency: c.Run.SandboxStartConcurrency,
 			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
 			AgentTimeoutScale: c.Run.AgentTimeoutScale, EnvRewardWeight: c.Env.RewardWeight,
-			Timeouts: host.Timeouts{
+			Timeouts: scheduler.Timeouts{
 				SandboxStart: c.Run.SandboxStartTimeout.Duration, Setup: c.Run.SetupTimeout.Duration,
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
 			},

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -28,7 +29,7 @@ type pluginCmd struct {
 // user message, one answer, a passed verdict.
 func checkReward(ctx context.Context, g *globals, c *config.Config, p *loadedPlugin) error {
 	m := p.Manifest()
-	rp := &host.RewardPlugin{Name: m.Name, Weight: 1, Plugin: p.Plugin, Config: c.PluginConfig()}
+	rp := &env.Reward{Name: m.Name, Weight: 1, Wasm: p.Plugin, Config: c.PluginConfig()}
 	if slices.Contains(m.Capabilities, abi.OpModelComplete) {
 		fmt.Fprintf(g.stdout, "skip reward.score: the plugin needs model.complete; stack it in a run with a [model] to try it\n")
 		return nil
@@ -39,8 +40,8 @@ func checkReward(ctx context.Context, g *globals, c *config.Config, p *loadedPlu
 		fmt.Fprintf(g.stdout, "note model.complete is optional for this plugin and check serves no model: scored as if it were not granted; stack it in a run with a [model] to try the rest\n")
 	}
 	tr := []byte(`{"task_id":"check","prompt":"Say hello.","trajectory":{"agent":"llm","messages":[{"role":"user","content":"Say hello."},{"role":"assistant","content":"Hello."}],"turns":[{"index":0,"usage":{"prompt_tokens":10,"completion_tokens":2}}],"stop_reason":"done"}}`)
-	s := rp.Score(ctx, host.ScoreInput{Task: host.Task{ID: "check"}, Info: host.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
-		Verdict: host.Verdict{Reward: 1, Passed: true}})
+	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "check"}, Info: scheduler.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
+		Verdict: scheduler.Verdict{Reward: 1, Passed: true}})
 	if s.Error != "" {
 		return &usageError{err: fmt.Errorf("reward.score: %s", s.Error)}
 	}
@@ -198,7 +199,7 @@ func (ch checkCmd) Run(g *globals) error {
 		fmt.Fprintf(g.stdout, "     skipped %s: %s\n", s.ID, s.Reason)
 	}
 	if len(tasks) > 0 {
-		ro, err := env.NewRollout(ctx, tasks[0], host.RolloutInfo{RolloutID: host.RolloutID(tasks[0].ID, 0)})
+		ro, err := env.NewRollout(ctx, tasks[0], scheduler.RolloutInfo{RolloutID: scheduler.RolloutID(tasks[0].ID, 0)})
 		if err != nil {
 			return &infraError{err: err}
 		}

@@ -10,18 +10,19 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
 // plugin runtime, and describes them for the manifest. Judges' requests go
 // through lim, the run's limiter, with the agent's.
-func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]host.Scorer, []rundir.PluginInfo, error) {
-	var scorers []host.Scorer
+func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]scheduler.Scorer, []rundir.PluginInfo, error) {
+	var scorers []scheduler.Scorer
 	var infos []rundir.PluginInfo
 	names := map[string]bool{}
 	for i, rw := range c.Reward {
@@ -44,7 +45,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 		if err := p.Grant(rw.Grants); err != nil {
 			return nil, nil, &usageError{err: fmt.Errorf("%s: %w", key, err), hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
 		}
-		sp := &host.RewardPlugin{Name: rw.Name, Weight: *rw.Weight, Plugin: p.Plugin, Config: c.RewardConfig(i),
+		sp := &env.Reward{Name: rw.Name, Weight: *rw.Weight, Wasm: p.Plugin, Config: c.RewardConfig(i),
 			Info: abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
 		if slices.Contains(rw.Grants, abi.OpModelComplete) {
 			complete, err := judgeModel(c, lim)

@@ -78,7 +78,7 @@ plugin = %q
 name = "trap"
 `, filepath.Join(root, "testdata/scripts/hello-file.json"), srv.URL(), wasmtest.Build(t, "./plugins/tb2"),
 		filepath.Join(root, "testdata/tb2/tasks"), wasmtest.Build(t, "./plugins/judge"), wasmtest.Build(t, "./plugins/toolstats"),
-		wasmtest.Build(t, "./host/testdata/badreward"))), 0o644)
+		wasmtest.Build(t, "./host/env/testdata/badreward"))), 0o644)
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != 0 {

@@ -15,14 +15,15 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/dataset"
+	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/repocache"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/local"
@@ -154,7 +155,7 @@ func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
 }
 
 // environment loads the config's plugin and wraps it for the runner.
-func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loadedPlugin, *wasm.Runtime, error) {
+func environment(ctx context.Context, c *config.Config) (*env.Plugin, *loadedPlugin, *wasm.Runtime, error) {
 	rt, err := newRuntime(ctx, c)
 	if err != nil {
 		return nil, nil, nil, err
@@ -169,8 +170,8 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 		return nil, nil, nil, &usageError{err: err, hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
 	}
 	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
-	env := &host.PluginEnv{
-		Plugin:           p.Plugin,
+	e := &env.Plugin{
+		Wasm:             p.Plugin,
 		Config:           c.PluginConfig(),
 		Dataset:          ds.Read,
 		Repos:            repocache.New(filepath.Join(cacheDir(), "repos")),
@@ -178,7 +179,7 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 		AllowHostNetwork: c.Sandbox.Network == "host",
 		Log:              slog.Default(),
 	}
-	return env, p, rt, nil
+	return e, p, rt, nil
 }
 
 // backend makes the sandbox backend and checks that it answers.
@@ -202,20 +203,20 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 
 // agentFor builds the configured agent; an llm agent's requests go
 // through lim, the run's limiter.
-func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
+func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 	switch c.Agent.Kind {
 	case "oracle":
-		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+		return agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 			tr, err := agent.Oracle(ctx, in.Oracle)
-			if errors.Is(err, host.ErrNoOracle) {
-				err = host.WithClass(rundir.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
+			if errors.Is(err, scheduler.ErrNoOracle) {
+				err = scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
 			}
-			return host.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, err
+			return scheduler.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, err
 		}), nil
 	case "nop":
-		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+		return agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 			tr := agent.Nop()
-			return host.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, nil
+			return scheduler.AgentOutput{Transcript: transcript(in, tr), StopReason: tr.StopReason}, nil
 		}), nil
 	case "replay":
 		script, err := agent.LoadScript(c.Resolve(c.Agent.Script))
@@ -226,7 +227,7 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 		if err != nil {
 			return nil, &usageError{err: err}
 		}
-		return loopAgent(func(host.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
+		return loopAgent(func(scheduler.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
 		tools, err := agent.NewToolset(c.Agent.Tools)
 		if err != nil {
@@ -241,14 +242,14 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 	return nil, &usageError{err: fmt.Errorf("unknown agent kind %q", c.Agent.Kind)}
 }
 
-type agentFunc func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error)
+type agentFunc func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error)
 
-func (f agentFunc) Run(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+func (f agentFunc) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 	return f(ctx, in)
 }
 
-func loopAgent(model func(in host.AgentInput) agent.Model, tools *agent.Toolset, c *config.Config, kind string) host.Agent {
-	return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
+func loopAgent(model func(in scheduler.AgentInput) agent.Model, tools *agent.Toolset, c *config.Config, kind string) scheduler.Agent {
+	return agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 		system := c.Agent.SystemPrompt
 		if system == "" {
 			system = in.System
@@ -257,17 +258,17 @@ func loopAgent(model func(in host.AgentInput) agent.Model, tools *agent.Toolset,
 		tr, err := l.Run(ctx, in.Sandbox, in.Prompt)
 		tr.Agent = kind
 		u := tr.Usage
-		out := host.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason,
+		out := scheduler.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason,
 			Usage: rundir.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}}
 		if err != nil {
-			err = host.WithClass(rundir.ClassModel, err)
+			err = scheduler.WithClass(rundir.ClassModel, err)
 		}
 		return out, err
 	})
 }
 
 // transcript is what transcripts/<id>.json holds.
-func transcript(in host.AgentInput, tr agent.Trajectory) agent.Transcript {
+func transcript(in scheduler.AgentInput, tr agent.Trajectory) agent.Transcript {
 	return agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Seed: in.Seed, Prompt: in.Prompt, System: in.System, Trajectory: &tr}
 }
 

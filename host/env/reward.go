@@ -1,4 +1,4 @@
-package host
+package env
 
 import (
 	"context"
@@ -10,30 +10,16 @@ import (
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// ScoreInput is what a stacked reward scores: the task, what the agent did
-// and what the environment's verifier decided.
-type ScoreInput struct {
-	Task       Task
-	Info       RolloutInfo
-	Transcript json.RawMessage
-	Verdict    Verdict
-}
-
-// Scorer is one stacked reward. Score never fails the rollout: a failure
-// is recorded in the returned score's Error.
-type Scorer interface {
-	Score(ctx context.Context, in ScoreInput) rundir.RewardScore
-}
-
-// RewardPlugin is a reward plugin ([[reward]]) as a Scorer: a fresh
+// Reward is a reward plugin ([[reward]]) as a scheduler.Scorer: a fresh
 // instance per rollout runs reward.score.
-type RewardPlugin struct {
+type Reward struct {
 	Name   string
 	Weight float64
-	Plugin *wasm.Plugin
+	Wasm   *wasm.Plugin
 	Config json.RawMessage
 	// Complete serves model.complete; nil refuses it.
 	Complete func(ctx context.Context, req abi.ModelRequest) (abi.ModelResponse, error)
@@ -41,10 +27,10 @@ type RewardPlugin struct {
 	Log      *slog.Logger
 }
 
-var _ Scorer = (*RewardPlugin)(nil)
+var _ scheduler.Scorer = (*Reward)(nil)
 
 // Score runs the plugin's reward.score hook on its own instance.
-func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) rundir.RewardScore {
+func (p *Reward) Score(ctx context.Context, in scheduler.ScoreInput) rundir.RewardScore {
 	rs := rundir.RewardScore{Name: p.Name, Weight: p.Weight}
 	resp, err := p.score(ctx, in, &rs)
 	if err != nil {
@@ -61,7 +47,7 @@ func (p *RewardPlugin) Score(ctx context.Context, in ScoreInput) rundir.RewardSc
 
 // score runs the hook; the usage of its model calls goes into rs, also
 // when the hook then fails.
-func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *rundir.RewardScore) (abi.RewardResponse, error) {
+func (p *Reward) score(ctx context.Context, in scheduler.ScoreInput, rs *rundir.RewardScore) (abi.RewardResponse, error) {
 	var at abi.Task
 	if err := json.Unmarshal(in.Task.Raw, &at); err != nil {
 		at = abi.Task{ID: in.Task.ID, Category: in.Task.Category, Difficulty: in.Task.Difficulty}
@@ -94,7 +80,7 @@ func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *rundir.Rewa
 			return json.Marshal(resp)
 		}
 	}
-	inst, err := p.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: ops, Seed: in.Info.Seed, Log: log.With("rollout", in.Info.RolloutID, "reward", p.Name)})
+	inst, err := p.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: ops, Seed: in.Info.Seed, Log: log.With("rollout", in.Info.RolloutID, "reward", p.Name)})
 	if err != nil {
 		return abi.RewardResponse{}, err
 	}
@@ -109,29 +95,6 @@ func (p *RewardPlugin) score(ctx context.Context, in ScoreInput, rs *rundir.Rewa
 	var resp abi.RewardResponse
 	err = inst.Call(ctx, abi.HookReward, req, &resp)
 	return resp, err
-}
-
-// Combine is the run's reward: the environment's reward times its weight
-// plus each stacked reward times its weight. A stacked reward that failed
-// counts for nothing; its error stays in the record. A sum past the range
-// of float64 is clamped to its largest finite value, so the record can
-// still be written (JSON has no infinity).
-func Combine(envReward, envWeight float64, scores []rundir.RewardScore) float64 {
-	total := envReward * envWeight
-	for _, s := range scores {
-		if s.Error == "" {
-			total += s.Reward * s.Weight
-		}
-	}
-	switch {
-	case math.IsNaN(total):
-		return 0
-	case math.IsInf(total, 1):
-		return math.MaxFloat64
-	case math.IsInf(total, -1):
-		return -math.MaxFloat64
-	}
-	return total
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

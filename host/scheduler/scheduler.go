@@ -1,13 +1,16 @@
-// Package host is proctor's core: the Runner that schedules rollouts (tasks
-// x attempts), runs each through its phases with their own timeouts,
-// classifies outcomes, retries infrastructure errors and records every
-// finished rollout in the run directory so a killed run resumes without
-// losing or duplicating one.
+// Package scheduler runs the rollouts of a run: every (task, attempt) not
+// yet recorded, at most Concurrency at once, longest expected tasks first.
+// Each rollout goes through its phases (plugin start, sandbox start, setup,
+// prompt, agent, verify, reward, teardown), each under its own timeout; its
+// outcome is classified (passed, failed, agent_timeout, infra_error), an
+// infra_error is retried, and the final record is appended to the run
+// directory's results.jsonl, so a killed run resumes without losing or
+// duplicating one. Progress receives the events of the run.
 //
-// The runner owns the small interfaces it consumes (Environment, Rollout,
-// Agent); cmd/proctor wires the wasm plugin, the sandbox backend and the
-// agent into them.
-package host
+// The scheduler owns the small interfaces it consumes (Environment,
+// Rollout, Agent, Scorer); host/env adapts wasm plugins to them and
+// cmd/proctor wires the sandbox backend and the agent in.
+package scheduler
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package host
+package env
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func FuzzPluginOutputs(f *testing.F) {
 		}
 		var spec abi.SandboxSpec
 		if json.Unmarshal(b, &spec) == nil {
-			r := &pluginRollout{env: &PluginEnv{}, inst: nil}
+			r := &pluginRollout{env: &Plugin{}, inst: nil}
 			s, err := r.convertSpec(spec)
 			if err == nil && s.Network != "none" {
 				t.Fatalf("spec got network %q without the run allowing it", s.Network)

@@ -1,4 +1,12 @@
-package host
+// Package env adapts wasm plugins to the scheduler: Plugin is an
+// environment plugin as a scheduler.Environment (tasks.load, one fresh
+// instance per rollout, its hooks as the rollout's phases), and Reward is a
+// stacked [[reward]] plugin as a scheduler.Scorer. The host operations a
+// plugin may call (sandbox.exec, sandbox.reset, dataset.read, ...) are bound
+// here to the calling rollout's own sandbox and to the run's dataset reader
+// and repository cache, and a plugin's failures are classified for the
+// rollout's record.
+package env
 
 import (
 	"bytes"
@@ -13,13 +21,14 @@ import (
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// PluginEnv is an Environment backed by a wasm plugin.
-type PluginEnv struct {
-	Plugin *wasm.Plugin
+// Plugin is a scheduler.Environment backed by a wasm plugin.
+type Plugin struct {
+	Wasm   *wasm.Plugin
 	Config json.RawMessage // [env.config] as JSON
 	// Dataset serves dataset.read; nil refuses it.
 	Dataset func(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error)
@@ -31,7 +40,7 @@ type PluginEnv struct {
 	Log              *slog.Logger
 }
 
-var _ Environment = (*PluginEnv)(nil)
+var _ scheduler.Environment = (*Plugin)(nil)
 
 // RepoSource serves the tree of a repository at a commit as a tar stream
 // (see host/repocache). Close reports a failure met while streaming.
@@ -40,8 +49,8 @@ type RepoSource interface {
 }
 
 // Tasks runs tasks.load on a throwaway instance.
-func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
-	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}), Log: e.Log})
+func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, error) {
+	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}), Log: e.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,7 +60,7 @@ func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
 		return nil, nil, err
 	}
 	seen := map[string]bool{}
-	var tasks []Task
+	var tasks []scheduler.Task
 	for _, t := range resp.Tasks {
 		if t.ID == "" || seen[t.ID] {
 			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.ID, Reason: "empty or duplicate task id"})
@@ -59,7 +68,7 @@ func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
 		}
 		seen[t.ID] = true
 		raw, _ := json.Marshal(t)
-		tasks = append(tasks, Task{
+		tasks = append(tasks, scheduler.Task{
 			ID: t.ID, Category: t.Category, Difficulty: t.Difficulty,
 			AgentTimeout:  time.Duration(t.AgentTimeoutSec * float64(time.Second)),
 			VerifyTimeout: time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
@@ -70,7 +79,7 @@ func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
 }
 
 // NewRollout makes a fresh plugin instance for one rollout.
-func (e *PluginEnv) NewRollout(ctx context.Context, t Task, info RolloutInfo) (Rollout, error) {
+func (e *Plugin) NewRollout(ctx context.Context, t scheduler.Task, info scheduler.RolloutInfo) (scheduler.Rollout, error) {
 	var at abi.Task
 	if err := json.Unmarshal(t.Raw, &at); err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
@@ -82,19 +91,19 @@ func (e *PluginEnv) NewRollout(ctx context.Context, t Task, info RolloutInfo) (R
 	if log == nil {
 		log = slog.Default()
 	}
-	inst, err := e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
+	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
 	if err != nil {
 		return nil, err
 	}
 	r.inst = inst
 	r.fresh = func(ctx context.Context) (*wasm.Instance, error) {
-		return e.Plugin.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
+		return e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(r, hi), Seed: info.Seed, Log: log.With("rollout", info.RolloutID)})
 	}
 	return r, nil
 }
 
 type pluginRollout struct {
-	env   *PluginEnv
+	env   *Plugin
 	inst  *wasm.Instance
 	fresh func(context.Context) (*wasm.Instance, error)
 	req   abi.RolloutRequest
@@ -113,11 +122,11 @@ func classify(err error) error {
 	if errors.As(err, &pe) {
 		if errors.Is(err, wasm.ErrHookFailed) {
 			if pe.Class != "" {
-				return WithClass(pe.Class, err)
+				return scheduler.WithClass(pe.Class, err)
 			}
 			return err
 		}
-		return WithClass(rundir.ClassPlugin, err)
+		return scheduler.WithClass(rundir.ClassPlugin, err)
 	}
 	return err
 }
@@ -146,7 +155,7 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 			network = sandbox.NetworkNone
 		}
 	default:
-		return sandbox.Spec{}, WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
+		return sandbox.Spec{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
 	}
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
@@ -180,31 +189,31 @@ func (r *pluginRollout) Oracle(ctx context.Context) error {
 	defer inst.Close(context.WithoutCancel(ctx))
 	err = classify(inst.Call(ctx, abi.HookOracle, r.req, nil))
 	if errors.Is(err, wasm.ErrUnknown) {
-		return ErrNoOracle
+		return scheduler.ErrNoOracle
 	}
 	return err
 }
 
-func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (Verdict, error) {
+func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (scheduler.Verdict, error) {
 	var v abi.VerifyResponse
 	err := r.call(ctx, abi.HookVerify, abi.VerifyRequest{RolloutRequest: r.req, AgentTimedOut: agentTimedOut}, &v)
 	if r.resetErr != nil {
 		// The plugin saw the failed reset only as a host error; the
 		// rollout's class is the sandbox's (infra_error, retried).
-		return Verdict{}, r.resetErr
+		return scheduler.Verdict{}, r.resetErr
 	}
 	if err != nil {
-		return Verdict{}, err
+		return scheduler.Verdict{}, err
 	}
 	return verdict(v), nil
 }
 
-func verdict(v abi.VerifyResponse) Verdict {
+func verdict(v abi.VerifyResponse) scheduler.Verdict {
 	tests := make([]rundir.Test, len(v.Tests))
 	for i, t := range v.Tests {
 		tests[i] = rundir.Test{Name: t.Name, Status: t.Status, Message: t.Message}
 	}
-	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
+	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
 }
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
@@ -222,7 +231,7 @@ const maxDownload = 64 << 20
 
 // ops binds the host operations to one rollout (r may be nil for
 // tasks.load, which gets no sandbox).
-func (e *PluginEnv) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op {
+func (e *Plugin) ops(r *pluginRollout, info abi.HostInfo) map[string]wasm.Op {
 	box := func() (sandbox.Sandbox, error) {
 		if r == nil || r.sb == nil {
 			return nil, &wasm.OpError{Status: abi.StatusError, Err: errors.New("no sandbox in this hook: sandbox operations work from rollout.setup on")}

@@ -1,4 +1,4 @@
-package host
+package env
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -19,7 +21,7 @@ import (
 // crossed the plugin and came back as the verifier's.
 func TestPluginReset(t *testing.T) {
 	ctx := context.Background()
-	p := testPlugin(t, "./host/testdata/resetenv", abi.OpReadFile, abi.OpWriteFile, abi.OpReset)
+	p := testPlugin(t, "./host/env/testdata/resetenv", abi.OpReadFile, abi.OpWriteFile, abi.OpReset)
 	for _, tc := range []struct {
 		name        string
 		failSecond  bool
@@ -30,10 +32,10 @@ func TestPluginReset(t *testing.T) {
 		{"start fails", true, rundir.OutcomeInfraError, rundir.ClassSandbox, "reset sandbox"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			be := &fakeBackend{}
+			be := &schedulertest.Backend{}
 			var mu sync.Mutex
 			starts := 0
-			be.fail = func(sandbox.Spec) error {
+			be.Fail = func(sandbox.Spec) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if starts++; tc.failSecond && starts > 1 {
@@ -41,13 +43,13 @@ func TestPluginReset(t *testing.T) {
 				}
 				return nil
 			}
-			env := &PluginEnv{Plugin: p}
+			env := &Plugin{Wasm: p}
 			tasks, _, err := env.Tasks(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tasks[0].ID = "nop" // the fake agent does nothing for nop tasks
-			r, _ := newRunner(t, env, be, &fakeAgent{}, Config{RunID: "r1", Concurrency: 1, Attempts: 1})
+			r, _ := schedulertest.NewRunner(t, env, be, &schedulertest.Agent{}, scheduler.Config{RunID: "r1", Concurrency: 1, Attempts: 1})
 			if _, err := r.Run(ctx, tasks); err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +57,7 @@ func TestPluginReset(t *testing.T) {
 			if rec.Outcome != tc.outcome || rec.ErrorClass != tc.class || !strings.Contains(rec.Error, tc.text) {
 				t.Errorf("outcome %s, class %q, error %q; want %s, %q, %q", rec.Outcome, rec.ErrorClass, rec.Error, tc.outcome, tc.class, tc.text)
 			}
-			if !be.allClosed() {
+			if !be.AllClosed() {
 				t.Error("a sandbox was left open")
 			}
 		})

@@ -1,4 +1,4 @@
-package host
+package env
 
 import (
 	"context"
@@ -10,25 +10,10 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
-
-func TestCombine(t *testing.T) {
-	scores := []rundir.RewardScore{{Name: "a", Weight: 0.5, Reward: 0.8}, {Name: "b", Weight: 2, Reward: 1, Error: "trap"}, {Name: "c", Weight: 0.25, Reward: 1}}
-	if got := Combine(1, 1, scores); got != 1.65 {
-		t.Errorf("Combine = %v, want 1.65 (a failed reward counts for nothing)", got)
-	}
-	if got := Combine(1, 0, nil); got != 0 {
-		t.Errorf("env weight 0: %v", got)
-	}
-	huge := []rundir.RewardScore{{Weight: 1, Reward: 1e308}, {Weight: 1, Reward: 1e308}}
-	if got := Combine(1e308, 1, huge); got != math.MaxFloat64 {
-		t.Errorf("a sum past float64: %v, want it clamped to the largest finite value", got)
-	}
-	if got := Combine(-1e308, 2, nil); got != -math.MaxFloat64 {
-		t.Errorf("a negative sum past float64: %v", got)
-	}
-}
 
 // TestRewardNotFinite: a plugin reward that is not finite once weighted is
 // that score's error; a combined reward past float64 is clamped; the
@@ -37,13 +22,13 @@ func TestCombine(t *testing.T) {
 func TestRewardNotFinite(t *testing.T) {
 	_, bad := rewardPlugins(t)
 	huge := json.RawMessage(`{"mode":"huge"}`)
-	r, _ := newRunner(t, &fakeEnv{}, &fakeBackend{}, &fakeAgent{}, Config{RunID: "r"})
-	r.Rewards = []Scorer{
-		&RewardPlugin{Name: "a", Weight: 1, Plugin: bad, Config: huge},
-		&RewardPlugin{Name: "b", Weight: 1, Plugin: bad, Config: huge},
-		&RewardPlugin{Name: "weighted", Weight: 2, Plugin: bad, Config: huge},
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r"})
+	r.Rewards = []scheduler.Scorer{
+		&Reward{Name: "a", Weight: 1, Wasm: bad, Config: huge},
+		&Reward{Name: "b", Weight: 1, Wasm: bad, Config: huge},
+		&Reward{Name: "weighted", Weight: 2, Wasm: bad, Config: huge},
 	}
-	if _, err := r.Run(context.Background(), []Task{{ID: "ok"}}); err != nil {
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err != nil {
 		t.Fatalf("the run stopped: %v", err)
 	}
 	recs := r.Store.Records()
@@ -82,7 +67,7 @@ func testPlugin(tb testing.TB, pkg string, ops ...string) *wasm.Plugin {
 // rewardPlugins loads the toolstats and badreward plugins with what
 // [[reward]] grants by default.
 func rewardPlugins(t testing.TB) (toolstats, bad *wasm.Plugin) {
-	return testPlugin(t, "./plugins/toolstats", abi.OpHostInfo), testPlugin(t, "./host/testdata/badreward", abi.OpHostInfo)
+	return testPlugin(t, "./plugins/toolstats", abi.OpHostInfo), testPlugin(t, "./host/env/testdata/badreward", abi.OpHostInfo)
 }
 
 // TestRewardTrapCostsOnlyItsScore stacks a plugin that traps for real (an
@@ -92,13 +77,13 @@ func rewardPlugins(t testing.TB) (toolstats, bad *wasm.Plugin) {
 // stands, every rollout is recorded and the combined reward is right.
 func TestRewardTrapCostsOnlyItsScore(t *testing.T) {
 	toolstats, bad := rewardPlugins(t)
-	r, _ := newRunner(t, &fakeEnv{}, &fakeBackend{}, &fakeAgent{}, Config{RunID: "r", Attempts: 2, Concurrency: 2})
-	r.Rewards = []Scorer{
-		&RewardPlugin{Name: "stats", Weight: 0.25, Plugin: toolstats},
-		&RewardPlugin{Name: "trap", Weight: 2, Plugin: bad, Config: json.RawMessage(`{"mode":"trap"}`)},
-		&RewardPlugin{Name: "error", Weight: 1, Plugin: bad, Config: json.RawMessage(`{"mode":"error"}`)},
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Attempts: 2, Concurrency: 2})
+	r.Rewards = []scheduler.Scorer{
+		&Reward{Name: "stats", Weight: 0.25, Wasm: toolstats},
+		&Reward{Name: "trap", Weight: 2, Wasm: bad, Config: json.RawMessage(`{"mode":"trap"}`)},
+		&Reward{Name: "error", Weight: 1, Wasm: bad, Config: json.RawMessage(`{"mode":"error"}`)},
 	}
-	if _, err := r.Run(context.Background(), []Task{{ID: "ok"}}); err != nil {
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	recs := r.Store.Records()
@@ -134,12 +119,12 @@ func TestRewardUndeclaredOpDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := 0
-	rp := &RewardPlugin{Name: "undeclared", Weight: 1, Plugin: bad, Config: json.RawMessage(`{"mode":"undeclared"}`),
+	rp := &Reward{Name: "undeclared", Weight: 1, Wasm: bad, Config: json.RawMessage(`{"mode":"undeclared"}`),
 		Complete: func(context.Context, abi.ModelRequest) (abi.ModelResponse, error) {
 			asked++
 			return abi.ModelResponse{Content: "SCORE: 10"}, nil
 		}}
-	s := rp.Score(context.Background(), ScoreInput{Task: Task{ID: "t"}})
+	s := rp.Score(context.Background(), scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
 	if s.Error != "" || s.Scores["host_info_denied"] != 1 || s.Scores["model_complete_denied"] != 1 || asked != 0 {
 		t.Fatalf("undeclared operations: %+v, model asked %d times", s, asked)
 	}
@@ -151,19 +136,19 @@ func TestJudgeUsage(t *testing.T) {
 	ctx := context.Background()
 	judge := testPlugin(t, "./plugins/judge", abi.OpHostInfo, abi.OpModelComplete)
 	answer := "Direct.\nSCORE: 7"
-	rp := &RewardPlugin{Name: "judge", Weight: 1, Plugin: judge, Complete: func(context.Context, abi.ModelRequest) (abi.ModelResponse, error) {
+	rp := &Reward{Name: "judge", Weight: 1, Wasm: judge, Complete: func(context.Context, abi.ModelRequest) (abi.ModelResponse, error) {
 		return abi.ModelResponse{Content: answer, PromptTokens: 100, CompletionTokens: 20}, nil
 	}}
-	s := rp.Score(ctx, ScoreInput{Task: Task{ID: "t"}})
+	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
 	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (rundir.Usage{PromptTokens: 100, CompletionTokens: 20}) {
 		t.Errorf("judge score %+v (usage %+v)", s, s.Usage)
 	}
 	answer = "No opinion."
-	s = rp.Score(ctx, ScoreInput{Task: Task{ID: "t"}})
+	s = rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
 	if s.Error == "" || s.Usage == nil || s.Usage.PromptTokens != 100 {
 		t.Errorf("a judge that failed after asking: %+v (usage %+v)", s, s.Usage)
 	}
-	if s := (&RewardPlugin{Name: "stats", Weight: 1, Plugin: judge}).Score(ctx, ScoreInput{Task: Task{ID: "t"}}); s.Usage != nil {
+	if s := (&Reward{Name: "stats", Weight: 1, Wasm: judge}).Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}}); s.Usage != nil {
 		t.Errorf("no model call, yet usage %+v", s.Usage)
 	}
 }
@@ -182,8 +167,8 @@ func BenchmarkRewardPlugin(b *testing.B) {
 		turns = append(turns, turn{Tools: []map[string]any{{"name": "terminal", "secs": 0.1, "failed": i%7 == 0}}})
 	}
 	tr, _ := json.Marshal(map[string]any{"trajectory": map[string]any{"turns": turns, "messages": []any{}}})
-	rp := &RewardPlugin{Name: "toolstats", Weight: 1, Plugin: p}
-	in := ScoreInput{Task: Task{ID: "t"}, Transcript: tr, Verdict: Verdict{Reward: 1, Passed: true}}
+	rp := &Reward{Name: "toolstats", Weight: 1, Wasm: p}
+	in := scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}, Transcript: tr, Verdict: scheduler.Verdict{Reward: 1, Passed: true}}
 	if s := rp.Score(ctx, in); s.Error != "" || s.Scores["tool_calls"] != 30 {
 		b.Fatalf("%+v", s)
 	}
