@@ -325,11 +325,9 @@ func (ro *rollout) phase(ctx context.Context, name string, timeout time.Duration
 
 // start starts a sandbox, at most StartConcurrency at once.
 func (r *Runner) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	select {
-	case r.startSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := r.startSem.Acquire(ctx, 1); err != nil {
+		return nil, err
 	}
-	defer func() { <-r.startSem }()
+	defer r.startSem.Release(1)
 	return r.Backend.Start(ctx, spec)
 }

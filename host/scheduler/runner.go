@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 )
@@ -60,7 +63,7 @@ type Runner struct {
 	// called from several goroutines at once.
 	OnRecord func(rundir.Record)
 
-	startSem chan struct{}
+	startSem *semaphore.Weighted
 }
 
 // Stats counts what a Run did.
@@ -80,15 +83,48 @@ type job struct {
 // Run runs every (task, attempt) not yet recorded in the store, at most
 // Concurrency at once, longest expected tasks first. It returns when all
 // are recorded or ctx is cancelled; a cancelled run records nothing for
-// the rollouts it stopped, so a resume runs them again.
+// the rollouts it stopped, so a resume runs them again. The first record
+// that cannot be stored ends the run: no rollout starts after it, the
+// running ones finish and are recorded if they can be, and Run returns
+// that error.
 func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 	c := r.defaults()
-	st := Stats{Outcomes: map[string]int{}}
-	var jobs []job
+	jobs, skipped := r.plan(tasks, c.Attempts)
+	t := &tally{Stats: Stats{Planned: len(jobs), Skipped: skipped, Outcomes: map[string]int{}}}
+	r.Progress.Start(len(jobs)+skipped, skipped)
+
+	// stop ends when ctx does or a job fails; the rollouts themselves run
+	// on ctx, so a failed record does not cancel the ones running.
+	g, stop := errgroup.WithContext(ctx)
+	g.SetLimit(c.Concurrency)
+	for _, j := range jobs {
+		if stop.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if stop.Err() != nil {
+				return nil // the run ended while this job waited for its turn
+			}
+			rec, ok := r.runWithRetries(ctx, j)
+			if !ok {
+				return nil // interrupted: leave it for a resume
+			}
+			return r.record(rec, t)
+		})
+	}
+	err := g.Wait()
+	t.Interrupted = ctx.Err() != nil
+	r.Progress.Finish()
+	return t.Stats, err
+}
+
+// plan lists the identities not yet recorded, longest expected first, and
+// counts those that are.
+func (r *Runner) plan(tasks []Task, attempts int) (jobs []job, skipped int) {
 	for _, t := range tasks {
-		for a := 0; a < c.Attempts; a++ {
+		for a := 0; a < attempts; a++ {
 			if r.Store.Done(t.ID, a) {
-				st.Skipped++
+				skipped++
 				continue
 			}
 			jobs = append(jobs, job{t, a})
@@ -103,56 +139,31 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 		}
 		return cmp.Compare(x.attempt, y.attempt)
 	})
-	st.Planned = len(jobs)
-	r.Progress.Start(len(jobs)+st.Skipped, st.Skipped)
+	return jobs, skipped
+}
 
-	queue := make(chan job)
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for i := 0; i < min(c.Concurrency, max(len(jobs), 1)); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range queue {
-				rec, ok := r.runWithRetries(ctx, j)
-				if !ok {
-					continue // interrupted: leave it for a resume
-				}
-				err := r.Store.Append(rec)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("record rollout %s: %w", rec.RolloutID, err)
-				}
-				st.Finished++
-				st.Outcomes[rec.Outcome]++
-				mu.Unlock()
-				r.Progress.Done(rec)
-				if err == nil && r.OnRecord != nil {
-					r.OnRecord(rec)
-				}
-			}
-		}()
+// tally is a run's Stats as the jobs finish.
+type tally struct {
+	mu sync.Mutex
+	Stats
+}
+
+// record appends rec to the store, counts it and tells Progress and
+// OnRecord.
+func (r *Runner) record(rec rundir.Record, t *tally) error {
+	err := r.Store.Append(rec)
+	t.mu.Lock()
+	t.Finished++
+	t.Outcomes[rec.Outcome]++
+	t.mu.Unlock()
+	r.Progress.Done(rec)
+	if err != nil {
+		return fmt.Errorf("record rollout %s: %w", rec.RolloutID, err)
 	}
-feed:
-	for _, j := range jobs {
-		mu.Lock()
-		stop := firstErr != nil
-		mu.Unlock()
-		if stop {
-			break
-		}
-		select {
-		case queue <- j:
-		case <-ctx.Done():
-			break feed
-		}
+	if r.OnRecord != nil {
+		r.OnRecord(rec)
 	}
-	close(queue)
-	wg.Wait()
-	st.Interrupted = ctx.Err() != nil
-	r.Progress.Finish()
-	return st, firstErr
+	return nil
 }
 
 func (r *Runner) defaults() Config {
@@ -169,7 +180,7 @@ func (r *Runner) defaults() Config {
 		c.AgentTimeoutScale = 1
 	}
 	if r.startSem == nil {
-		r.startSem = make(chan struct{}, c.StartConcurrency)
+		r.startSem = semaphore.NewWeighted(int64(c.StartConcurrency))
 	}
 	if r.Progress == nil {
 		r.Progress = nopProgress{}

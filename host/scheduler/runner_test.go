@@ -219,3 +219,22 @@ func TestRunnerResetSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerStopsAtFirstRecordError: a record that cannot be stored (the
+// disk is gone) ends the run: no rollout starts after it, the ones
+// running finish, and Run returns the error.
+func TestRunnerStopsAtFirstRecordError(t *testing.T) {
+	var tasks []scheduler.Task
+	for i := range 10 {
+		tasks = append(tasks, scheduler.Task{ID: fmt.Sprintf("t%02d", i)})
+	}
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Concurrency: 2})
+	r.Store.Close() // every append fails from here on
+	st, err := r.Run(context.Background(), tasks)
+	if err == nil || !strings.Contains(err.Error(), "record rollout") {
+		t.Fatalf("Run: %v, want the record error", err)
+	}
+	if st.Planned != 10 || st.Finished < 1 || st.Finished > 2 || st.Interrupted {
+		t.Errorf("stats %+v: want at most the 2 rollouts running when the first record failed", st)
+	}
+}
