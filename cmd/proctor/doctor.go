@@ -10,6 +10,8 @@ import (
 
 	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/sandbox/docker"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type doctorCmd struct {
@@ -85,7 +87,7 @@ func (c doctorCmd) Run(g *globals) error {
 		}
 	}
 	if failed > 0 {
-		return &infraError{err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
+		return &fault.Infra{Err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
 	}
 	return nil
 }

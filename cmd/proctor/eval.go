@@ -18,6 +18,8 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type evalCmd struct {
@@ -71,7 +73,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	}
 	store, err := rundir.Open(dir)
 	if err != nil {
-		return &infraError{err: err, hint: "check that the run directory is writable and the disk has room"}
+		return &fault.Infra{Err: err, Hint: "check that the run directory is writable and the disk has room"}
 	}
 	defer store.Close()
 
@@ -115,14 +117,14 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	}
 	tasks, skipped, err := env.Tasks(ctx)
 	if err != nil {
-		return &usageError{err: fmt.Errorf("load tasks: %w", err), hint: "check [env.config] against the plugin's documentation (proctor plugin inspect " + c.Env.Plugin + ")"}
+		return &fault.Usage{Err: fmt.Errorf("load tasks: %w", err), Hint: "check [env.config] against the plugin's documentation (proctor plugin inspect " + c.Env.Plugin + ")"}
 	}
 	if len(tasks) == 0 {
-		return &usageError{err: errors.New("the config selects no tasks"), hint: "check the task filters in [env.config]; `proctor tasks` lists what is selected"}
+		return &fault.Usage{Err: errors.New("the config selects no tasks"), Hint: "check the task filters in [env.config]; `proctor tasks` lists what is selected"}
 	}
 
 	m := plugin.Manifest()
-	envInfo := rundir.PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.source, Digest: plugin.digest}
+	envInfo := rundir.PluginInfo{Name: m.Name, Version: m.Version, SHA256: plugin.SHA256(), Source: plugin.Source, Digest: plugin.Digest}
 	if len(man.ResumedAt) > 0 {
 		if err := samePlugins(dir, man, envInfo, rewardInfos); err != nil {
 			return err
@@ -142,11 +144,11 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		fmt.Fprintf(g.stderr, "proctor: warning: task %s skipped by the plugin: %s\n", s.ID, s.Reason)
 	}
 	if err := rundir.WriteJSONAtomic(manPath, man); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	if resolved, err := c.Resolved(); err == nil {
 		if err := rundir.WriteFileAtomic(filepath.Join(dir, rundir.ConfigFile), resolved); err != nil {
-			return &infraError{err: err}
+			return &fault.Infra{Err: err}
 		}
 	}
 
@@ -208,7 +210,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	}
 	sum := report.Summarize(recs)
 	if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.SummaryFile), sum); err != nil && runErr == nil {
-		runErr = &infraError{err: err}
+		runErr = &fault.Infra{Err: err}
 	}
 	if !st.Interrupted {
 		now := time.Now().UTC()
@@ -228,7 +230,7 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 	report.Write(g.stdout, sum, "text")
 	switch {
 	case runErr != nil:
-		return &infraError{err: runErr, hint: "results so far are in " + dir + "; fix the cause and run the same command again to resume"}
+		return &fault.Infra{Err: runErr, Hint: "results so far are in " + dir + "; fix the cause and run the same command again to resume"}
 	case st.Interrupted:
 		fmt.Fprintf(g.stderr, "proctor: interrupted: %d rollouts recorded; run the same command again to resume\n", st.Finished+st.Skipped)
 		return errInterrupted
@@ -263,9 +265,9 @@ func changedPlugin(dir, what, table string, old, now rundir.PluginInfo) error {
 		repo, _, _ = strings.Cut(repo, "@")
 		hint = fmt.Sprintf("pin the plugin to the digest that ran (plugin = \"oci://%s@%s\" in %s), or write to a new --out", repo, old.Digest, table)
 	}
-	return &usageError{
-		err:  fmt.Errorf("resume %s: %s has sha256 %s, but the run recorded sha256 %s (%s): a resumed run must run the same bytes", dir, what, now.SHA256, old.SHA256, old.Source),
-		hint: hint,
+	return &fault.Usage{
+		Err:  fmt.Errorf("resume %s: %s has sha256 %s, but the run recorded sha256 %s (%s): a resumed run must run the same bytes", dir, what, now.SHA256, old.SHA256, old.Source),
+		Hint: hint,
 	}
 }
 
@@ -306,7 +308,7 @@ func (t tasksCmd) Run(g *globals) error {
 	defer rt.Close(g.ctx)
 	tasks, skipped, err := env.Tasks(g.ctx)
 	if err != nil {
-		return &usageError{err: fmt.Errorf("load tasks: %w", err)}
+		return &fault.Usage{Err: fmt.Errorf("load tasks: %w", err)}
 	}
 	for _, tk := range tasks {
 		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, tk.AgentTimeout)
@@ -326,7 +328,7 @@ type reportCmd struct {
 
 func (r reportCmd) Run(g *globals) error {
 	if _, err := os.Stat(filepath.Join(r.Dir, rundir.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", r.Dir, rundir.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+		return &fault.Usage{Err: fmt.Errorf("%s has no %s", r.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	// Read, not Open: the run may still be writing to the directory.
 	var buf bytes.Buffer
@@ -340,7 +342,7 @@ func (r reportCmd) Run(g *globals) error {
 		}
 	}
 	if err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	if r.Out == "" {
 		_, err = g.stdout.Write(buf.Bytes())
@@ -348,7 +350,7 @@ func (r reportCmd) Run(g *globals) error {
 		err = rundir.WriteFileAtomic(r.Out, buf.Bytes())
 	}
 	if err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	return nil
 }
@@ -380,7 +382,7 @@ func (p pruneCmd) Run(g *globals) error {
 	n, err := prune(g.ctx, p.RunID)
 	fmt.Fprintf(g.stdout, "removed %d sandboxes\n", n)
 	if err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	return nil
 }

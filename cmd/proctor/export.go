@@ -14,6 +14,8 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/export"
 	"github.com/proctor-dev/proctor/host/rundir/report"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type exportCmd struct {
@@ -54,13 +56,13 @@ func (e exportCmd) Run(g *globals) error {
 	// A directory that is not a run is the user's mistake, told before
 	// any output file is made.
 	if _, err := os.Stat(filepath.Join(e.Dir, rundir.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", e.Dir, rundir.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+		return &fault.Usage{Err: fmt.Errorf("%s has no %s", e.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	if e.Messages != "" && e.Format != "atropos" {
-		return &usageError{err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
+		return &fault.Usage{Err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), Hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
 	}
 	if e.Messages != "" && !e.toStdout() && filepath.Clean(e.Messages) == filepath.Clean(e.Out) {
-		return &usageError{err: fmt.Errorf("--messages and -o name the same file %s", e.Out), hint: "groups without token ids must not mix with ScoredDataGroups: give --messages another file"}
+		return &fault.Usage{Err: fmt.Errorf("--messages and -o name the same file %s", e.Out), Hint: "groups without token ids must not mix with ScoredDataGroups: give --messages another file"}
 	}
 	f := export.Filter{MinReward: e.MinReward, DropEqualScores: e.DropEqualScores, MaxTokens: e.MaxTokens}
 	st := exportStats{droppedBy: map[string]int{}, skipped: map[string]int{}}
@@ -85,7 +87,7 @@ func (e exportCmd) Run(g *globals) error {
 // the user's mistake.
 func (e exportCmd) each(fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
 	if err := export.EachGroup(e.Dir, fn); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	return nil
 }
@@ -106,7 +108,7 @@ func newOutput(stdout io.Writer, path string) (*output, error) {
 	if path != "" {
 		var err error
 		if o.file, err = rundir.CreateAtomic(path); err != nil {
-			return nil, &infraError{err: err, hint: "check that the folder exists and is writable"}
+			return nil, &fault.Infra{Err: err, Hint: "check that the folder exists and is writable"}
 		}
 		w = o.file
 	}
@@ -123,10 +125,10 @@ func (o *output) commit() error {
 		return err
 	}
 	if err != nil {
-		return &infraError{err: fmt.Errorf("write %s: %w", o.path, err)}
+		return &fault.Infra{Err: fmt.Errorf("write %s: %w", o.path, err)}
 	}
 	if err := o.file.Commit(); err != nil {
-		return &infraError{err: err} // it names the path
+		return &fault.Infra{Err: err} // it names the path
 	}
 	return nil
 }
@@ -220,7 +222,7 @@ func (e exportCmd) jsonl(stdout io.Writer, f export.Filter, st *exportStats) (er
 func (e exportCmd) atif(st *exportStats) error {
 	dir := e.Out
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &infraError{err: fmt.Errorf("atif directory: %w", err)}
+		return &fault.Infra{Err: fmt.Errorf("atif directory: %w", err)}
 	}
 	man, _, _ := rundir.ReadManifest(e.Dir) // no manifest: no session id
 	meta := export.ATIFMeta{RunID: man.RunID, AgentVersion: version}

@@ -8,6 +8,8 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/scheduler"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 // models builds the per-rollout model clients of the llm agent: one
@@ -45,7 +47,7 @@ func modelFactory(c *config.Config, temp *float64, lim *openai.Limiter) (*openai
 	if c.Model.APIKeyEnv != "" {
 		key = os.Getenv(c.Model.APIKeyEnv)
 		if key == "" {
-			return nil, &usageError{err: fmt.Errorf("model.api_key_env names %s, which is not set", c.Model.APIKeyEnv), hint: "export " + c.Model.APIKeyEnv + "=... before running"}
+			return nil, &fault.Usage{Err: fmt.Errorf("model.api_key_env names %s, which is not set", c.Model.APIKeyEnv), Hint: "export " + c.Model.APIKeyEnv + "=... before running"}
 		}
 	}
 	return openai.NewFactory(openai.Config{

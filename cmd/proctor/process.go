@@ -15,6 +15,8 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/export"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 // Files a process run adds to its run directory.
@@ -81,9 +83,9 @@ func (p processCmd) Run(g *globals) error {
 			// size would write groups of the wrong size or drop the
 			// new rollouts.
 			if n, where := recordedGroupSize(dir, prior, c.Process.GroupSize); n != 0 {
-				return &usageError{
-					err:  fmt.Errorf("process.group_size is %d, but the run in %s was made with group_size %d (%s)", c.Process.GroupSize, dir, n, where),
-					hint: fmt.Sprintf("resume it with --set process.group_size=%d, or give this group size a new run directory with --out", n),
+				return &fault.Usage{
+					Err:  fmt.Errorf("process.group_size is %d, but the run in %s was made with group_size %d (%s)", c.Process.GroupSize, dir, n, where),
+					Hint: fmt.Sprintf("resume it with --set process.group_size=%d, or give this group size a new run directory with --out", n),
 				}
 			}
 			c.Run.Attempts = c.Process.GroupSize
@@ -105,7 +107,7 @@ func (w *groupWriter) open(dir string, store *rundir.Store, stop func()) error {
 	w.dir, w.stop = dir, stop
 	var err error
 	if w.index, err = os.OpenFile(filepath.Join(dir, indexFile), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	var last indexEntry
 	good, err := readIndex(w.index, func(e indexEntry) {
@@ -113,19 +115,19 @@ func (w *groupWriter) open(dir string, store *rundir.Store, stop func()) error {
 		last = e
 	})
 	if err != nil {
-		return &infraError{err: fmt.Errorf("%s: %w", w.index.Name(), err)}
+		return &fault.Infra{Err: fmt.Errorf("%s: %w", w.index.Name(), err)}
 	}
 	if err := cut(w.index, good); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	if w.groups, err = openAt(filepath.Join(dir, groupsFile), last.GroupsEnd); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	if w.messages, err = openAt(filepath.Join(dir, messagesFile), last.MessagesEnd); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	if w.sft, err = openAt(filepath.Join(dir, sftFile), last.SFTEnd); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	for _, r := range store.Records() {
 		if _, done := w.written[r.TaskID]; !done {
@@ -135,7 +137,7 @@ func (w *groupWriter) open(dir string, store *rundir.Store, stop func()) error {
 	for _, id := range slices.Sorted(maps.Keys(w.pending)) {
 		if len(w.pending[id]) >= w.size {
 			if err := w.writeLocked(id); err != nil {
-				return &infraError{err: err}
+				return &fault.Infra{Err: err}
 			}
 		}
 	}

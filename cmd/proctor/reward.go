@@ -16,6 +16,8 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
@@ -27,7 +29,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 	names := map[string]bool{}
 	for i, rw := range c.Reward {
 		key := fmt.Sprintf("[[reward]] %d (%s)", i+1, rw.Plugin)
-		p, err := loadPlugin(ctx, rt, rw.Plugin, rw.SHA256, c.BaseDir)
+		p, err := plugins(c.BaseDir).Load(ctx, rt, rw.Plugin, rw.SHA256)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
@@ -36,14 +38,14 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			rw.Name = m.Name // the plugin's own name unless the table names it
 		}
 		if names[rw.Name] {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: another [[reward]] is already named %q", key, rw.Name), hint: "set name = \"...\" in one of them"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: another [[reward]] is already named %q", key, rw.Name), Hint: "set name = \"...\" in one of them"}
 		}
 		names[rw.Name] = true
 		if !slices.Contains(m.Hooks, abi.HookReward) {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), Hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
 		}
 		if err := p.Grant(rw.Grants); err != nil {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: %w", key, err), hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: %w", key, err), Hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
 		}
 		sp := &env.Reward{Name: rw.Name, Weight: *rw.Weight, Wasm: p.Plugin, Config: c.RewardConfig(i),
 			Info: abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
@@ -55,7 +57,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			sp.Complete = complete
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, rundir.PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source, Digest: p.digest})
+		infos = append(infos, rundir.PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.Source, Digest: p.Digest})
 	}
 	return scorers, infos, nil
 }
@@ -85,7 +87,7 @@ func judged(c *config.Config) bool {
 // key, limiter and retries, one retry budget per call.
 func judgeModel(c *config.Config, lim *openai.Limiter) (func(context.Context, abi.ModelRequest) (abi.ModelResponse, error), error) {
 	if c.Model.Name == "" || c.Model.BaseURL == "" {
-		return nil, &usageError{err: errors.New("model.complete is granted but [model] has no name or base_url"), hint: "set [model] name and base_url: judges use the run's model client"}
+		return nil, &fault.Usage{Err: errors.New("model.complete is granted but [model] has no name or base_url"), Hint: "set [model] name and base_url: judges use the run's model client"}
 	}
 	f, err := modelFactory(c, c.Model.Temperature, lim)
 	if err != nil {

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/agent"
@@ -18,8 +16,6 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/dataset"
 	"github.com/proctor-dev/proctor/host/env"
-	"github.com/proctor-dev/proctor/host/plugin/bundled"
-	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/repocache"
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -28,6 +24,9 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/local"
 	"github.com/proctor-dev/proctor/sdk/abi"
+
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin"
 )
 
 // loadConfig maps config mistakes to usage errors with their hint.
@@ -36,9 +35,9 @@ func loadConfig(path string, sets []string) (*config.Config, error) {
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {
-			return nil, &usageError{err: err, hint: ce.Hint}
+			return nil, &fault.Usage{Err: err, Hint: ce.Hint}
 		}
-		return nil, &usageError{err: err}
+		return nil, &fault.Usage{Err: err}
 	}
 	return c, nil
 }
@@ -54,92 +53,10 @@ func cacheDir() string {
 	return filepath.Join(d, "proctor")
 }
 
-// loadedPlugin is a plugin with where it came from.
-type loadedPlugin struct {
-	*wasm.Plugin
-	source string
-	digest string // the OCI manifest digest, for oci:// plugins
-}
-
-// pluginFile is a plugin's bytes and where they came from, read without
-// running anything.
-type pluginFile struct {
-	wasm   []byte
-	sha256 string
-	source string
-	digest string      // the OCI manifest digest, for oci:// plugins
-	pulled *oci.Pulled // for oci:// plugins
-}
-
-// readPlugin reads a bundled plugin by short name, an oci:// reference
-// (pulled, verified) or a .wasm file by path, and hashes the bytes.
-func readPlugin(ctx context.Context, ref, baseDir string) (*pluginFile, error) {
-	f := &pluginFile{}
-	switch {
-	case strings.HasPrefix(ref, oci.Scheme):
-		pulled, err := oci.New(filepath.Join(cacheDir(), "oci")).Pull(ctx, ref)
-		switch {
-		case errors.Is(err, oci.ErrUnreachable) && errors.Is(err, oci.ErrTampered):
-			return nil, &infraError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "the cached copy was altered and is never run: bring the registry back to pull the plugin again"}
-		case errors.Is(err, oci.ErrUnreachable):
-			return nil, &infraError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "check that the registry is up and try again, or pin the plugin by digest (oci://registry/repo@sha256:...) to run from the cache"}
-		case err != nil:
-			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "check the reference; a plugin whose bytes do not match its digest is never run"}
-		}
-		if pulled.Refused != nil {
-			slog.Warn("cached plugin failed verification; the registry's copy replaced it", "plugin", ref, "err", pulled.Refused)
-		}
-		r := oci.Strip(ref)
-		if base, _, ok := strings.Cut(r, "@"); ok {
-			r = base
-		}
-		f.wasm, f.pulled = pulled.Wasm, pulled // the verified bytes, not the cache file again
-		f.source, f.digest = "oci:"+r+"@"+pulled.Digest, pulled.Digest
-		if pulled.FromCache {
-			f.source += " (cached)"
-		}
-	case bundled.IsName(ref):
-		b, err := bundled.Lookup(ref)
-		if err != nil {
-			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err)}
-		}
-		f.wasm, f.source = b, "bundled:"+ref
-	default:
-		path := ref
-		if !filepath.IsAbs(path) && baseDir != "" {
-			path = filepath.Join(baseDir, path)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, &usageError{err: fmt.Errorf("plugin %s: %w", ref, err), hint: "give a bundled name (" + strings.Join(bundled.Known, ", ") + ") or the path of a .wasm file"}
-		}
-		f.wasm, f.source = b, "file:"+path
-	}
-	if f.pulled != nil {
-		f.sha256 = f.pulled.SHA256 // Pull hashed these very bytes to verify them
-	} else {
-		sum := sha256.Sum256(f.wasm)
-		f.sha256 = hex.EncodeToString(sum[:])
-	}
-	return f, nil
-}
-
-// loadPlugin reads a plugin (see readPlugin) and loads it. A sha256 pin is
-// compared with the bytes before anything of the plugin runs: other bytes
-// are never compiled, initialised or asked to describe themselves.
-func loadPlugin(ctx context.Context, rt *wasm.Runtime, ref, pin string, baseDir string) (*loadedPlugin, error) {
-	f, err := readPlugin(ctx, ref, baseDir)
-	if err != nil {
-		return nil, err
-	}
-	if pin != "" && !strings.EqualFold(strings.TrimPrefix(pin, "sha256:"), f.sha256) {
-		return nil, &usageError{err: fmt.Errorf("plugin %s has sha256 %s, but the config pins %s", ref, f.sha256, pin), hint: "refusing to run other bytes than pinned: update the pin only if you trust the new plugin"}
-	}
-	p, err := rt.Load(ctx, ref, f.wasm)
-	if err != nil {
-		return nil, &infraError{err: err}
-	}
-	return &loadedPlugin{Plugin: p, source: f.source, digest: f.digest}, nil
+// plugins finds plugins for a config in baseDir (its folder; "" for
+// references from the command line).
+func plugins(baseDir string) plugin.Loader {
+	return plugin.Loader{BaseDir: baseDir, OCICache: filepath.Join(cacheDir(), "oci")}
 }
 
 func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
@@ -149,25 +66,25 @@ func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
 		HookTimeout:    c.Env.HookTimeout.Duration,
 	})
 	if err != nil {
-		return nil, &infraError{err: fmt.Errorf("plugin runtime: %w", err)}
+		return nil, &fault.Infra{Err: fmt.Errorf("plugin runtime: %w", err)}
 	}
 	return rt, nil
 }
 
 // environment loads the config's plugin and wraps it for the runner.
-func environment(ctx context.Context, c *config.Config) (*env.Plugin, *loadedPlugin, *wasm.Runtime, error) {
+func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Loaded, *wasm.Runtime, error) {
 	rt, err := newRuntime(ctx, c)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p, err := loadPlugin(ctx, rt, c.Env.Plugin, c.Env.SHA256, c.BaseDir)
+	p, err := plugins(c.BaseDir).Load(ctx, rt, c.Env.Plugin, c.Env.SHA256)
 	if err != nil {
 		rt.Close(ctx)
 		return nil, nil, nil, err
 	}
 	if err := p.Grant(c.Env.Grants); err != nil {
 		rt.Close(ctx)
-		return nil, nil, nil, &usageError{err: err, hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
+		return nil, nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
 	}
 	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
 	e := &env.Plugin{
@@ -195,7 +112,7 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 			cancel()
 		}
 		if err != nil {
-			return nil, nil, &infraError{err: err, hint: "start the engine with `make engine`, or set [sandbox] backend = \"local\" for trusted development tasks"}
+			return nil, nil, &fault.Infra{Err: err, Hint: "start the engine with `make engine`, or set [sandbox] backend = \"local\" for trusted development tasks"}
 		}
 		return b, b.Prune, nil
 	}
@@ -221,17 +138,17 @@ func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 	case "replay":
 		script, err := agent.LoadScript(c.Resolve(c.Agent.Script))
 		if err != nil {
-			return nil, &usageError{err: err, hint: "agent.script is relative to the config file's folder"}
+			return nil, &fault.Usage{Err: err, Hint: "agent.script is relative to the config file's folder"}
 		}
 		tools, err := agent.NewToolset(c.Agent.Tools)
 		if err != nil {
-			return nil, &usageError{err: err}
+			return nil, &fault.Usage{Err: err}
 		}
 		return loopAgent(func(scheduler.AgentInput) agent.Model { return &agent.Replay{Script: script} }, tools, c, "replay"), nil
 	case "llm":
 		tools, err := agent.NewToolset(c.Agent.Tools)
 		if err != nil {
-			return nil, &usageError{err: err}
+			return nil, &fault.Usage{Err: err}
 		}
 		newModel, err := models(c, lim)
 		if err != nil {
@@ -239,7 +156,7 @@ func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 		}
 		return loopAgent(newModel, tools, c, "llm"), nil
 	}
-	return nil, &usageError{err: fmt.Errorf("unknown agent kind %q", c.Agent.Kind)}
+	return nil, &fault.Usage{Err: fmt.Errorf("unknown agent kind %q", c.Agent.Kind)}
 }
 
 type agentFunc func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error)
