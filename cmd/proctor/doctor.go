@@ -8,10 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/sandbox/docker"
-
-	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type doctorCmd struct {

@@ -11,11 +11,10 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/export"
 	"github.com/proctor-dev/proctor/host/rundir/report"
-
-	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type exportCmd struct {

@@ -7,9 +7,8 @@ import (
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/scheduler"
-
 	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/scheduler"
 )
 
 // models builds the per-rollout model clients of the llm agent: one

@@ -12,13 +12,12 @@ import (
 
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/env"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin"
 	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
-
-	"github.com/proctor-dev/proctor/host/fault"
-	"github.com/proctor-dev/proctor/host/plugin"
 )
 
 type pluginCmd struct {

@@ -12,12 +12,11 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/env"
+	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
-
-	"github.com/proctor-dev/proctor/host/fault"
 )
 
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
@@ -57,7 +56,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			sp.Complete = complete
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, rundir.PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.Source, Digest: p.Digest})
+		infos = append(infos, pluginInfo(rw.Name, p))
 	}
 	return scorers, infos, nil
 }
@@ -76,11 +75,6 @@ func grantsWith(granted, declared []string) string {
 		q[i] = fmt.Sprintf("%q", g)
 	}
 	return "grants = [" + strings.Join(q, ", ") + "]"
-}
-
-// judged reports whether a [[reward]] plugin is granted the run's model.
-func judged(c *config.Config) bool {
-	return slices.ContainsFunc(c.Reward, func(rw config.Reward) bool { return slices.Contains(rw.Grants, abi.OpModelComplete) })
 }
 
 // judgeModel serves model.complete with the run's [model]: its endpoint,

@@ -13,10 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
-
-	"github.com/proctor-dev/proctor/host/fault"
 )
 
 type viewCmd struct {

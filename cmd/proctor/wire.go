@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,17 +14,17 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/dataset"
 	"github.com/proctor-dev/proctor/host/env"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/repocache"
+	hostrun "github.com/proctor-dev/proctor/host/run" // main has its own run
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/local"
 	"github.com/proctor-dev/proctor/sdk/abi"
-
-	"github.com/proctor-dev/proctor/host/fault"
-	"github.com/proctor-dev/proctor/host/plugin"
 )
 
 // loadConfig maps config mistakes to usage errors with their hint.
@@ -97,6 +95,41 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 		Log:              slog.Default(),
 	}
 	return e, p, rt, nil
+}
+
+// wire builds the parts of a run of c: the sandbox backend, the
+// environment plugin, the stacked reward plugins and the agent. done
+// closes the plugin runtime.
+func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func(), err error) {
+	be, prune, err := backend(ctx, c)
+	if err != nil {
+		return parts, nil, err
+	}
+	e, p, rt, err := environment(ctx, c)
+	if err != nil {
+		return parts, nil, err
+	}
+	done = func() { rt.Close(context.WithoutCancel(ctx)) }
+	// One limiter for the run: [model] max_concurrent_requests counts the
+	// agent's requests and the judges' together.
+	lim := openai.NewLimiter(c.Model.MaxConcurrent)
+	scorers, infos, err := rewards(ctx, c, rt, lim)
+	if err != nil {
+		done()
+		return parts, nil, err
+	}
+	ag, err := agentFor(c, lim)
+	if err != nil {
+		done()
+		return parts, nil, err
+	}
+	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p),
+		Rewards: scorers, RewardInfos: infos, Agent: ag}, done, nil
+}
+
+// pluginInfo is what the manifest records of a plugin that runs under name.
+func pluginInfo(name string, p *plugin.Loaded) rundir.PluginInfo {
+	return rundir.PluginInfo{Name: name, Version: p.Manifest().Version, SHA256: p.SHA256(), Source: p.Source, Digest: p.Digest}
 }
 
 // backend makes the sandbox backend and checks that it answers.
@@ -187,10 +220,4 @@ func loopAgent(model func(in scheduler.AgentInput) agent.Model, tools *agent.Too
 // transcript is what transcripts/<id>.json holds.
 func transcript(in scheduler.AgentInput, tr agent.Trajectory) agent.Transcript {
 	return agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Seed: in.Seed, Prompt: in.Prompt, System: in.System, Trajectory: &tr}
-}
-
-func newRunID(name string) string {
-	var b [4]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("%s-%s-%s", name, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 }

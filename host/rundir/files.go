@@ -18,6 +18,14 @@ const (
 	ReportFile     = "report.html"
 )
 
+// Files a process run adds to its run directory.
+const (
+	GroupsFile   = "groups.jsonl"          // Atropos ScoredDataGroup lines: exact tokens only
+	MessagesFile = "groups.messages.jsonl" // groups without exact tokens (export.MessagesGroup)
+	SFTFile      = "sft.jsonl"             // chat lines for supervised fine-tuning
+	IndexFile    = "process.jsonl"         // one line per task written, with the files' ends
+)
+
 // TranscriptName is the file name of a rollout's transcript.
 func TranscriptName(rolloutID string, try int) string {
 	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
