@@ -27,24 +27,28 @@ type Timeouts struct {
 	Teardown     time.Duration
 }
 
-// Config tunes a Runner.
+// Config tunes a Runner. A run's values come from its config file, and
+// config.Config is where their defaults are filled in: the Runner takes
+// them as they are, and refuses a Concurrency or Attempts below 1.
 type Config struct {
 	RunID            string
-	Concurrency      int // rollouts at once (default 1)
-	StartConcurrency int // sandbox starts at once (default Concurrency)
-	Attempts         int // attempts per task (default 1)
+	Concurrency      int // rollouts at once
+	StartConcurrency int // sandbox starts at once; 0 or less: only Concurrency bounds them
+	Attempts         int // attempts per task
 	Retries          int // extra tries of a rollout that ended as infra_error
-	RetryBackoff     time.Duration
-	Seed             uint64
-	Timeouts         Timeouts
-	// AgentTimeoutScale multiplies the task's own agent timeout (default 1).
+	// RetryBackoff is the wait before the first retry, doubled for each
+	// next one (0: 2s).
+	RetryBackoff time.Duration
+	Seed         uint64
+	Timeouts     Timeouts
+	// AgentTimeoutScale multiplies the task's own agent timeout.
 	AgentTimeoutScale float64
 	// Spec adjusts every sandbox spec (config overrides, labels); may be nil.
 	Spec func(*sandbox.Spec)
 	// Cost prices a rollout's token usage; may be nil.
 	Cost func(rundir.Usage) float64
 	// EnvRewardWeight weighs the environment's reward when Rewards are
-	// stacked (default 1).
+	// stacked (nil: 1).
 	EnvRewardWeight *float64
 }
 
@@ -88,7 +92,10 @@ type job struct {
 // running ones finish and are recorded if they can be, and Run returns
 // that error.
 func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
-	c := r.defaults()
+	if err := r.prepare(); err != nil {
+		return Stats{}, err
+	}
+	c := r.Config
 	jobs, skipped := r.plan(tasks, c.Attempts)
 	t := &tally{Stats: Stats{Planned: len(jobs), Skipped: skipped, Outcomes: map[string]int{}}}
 	r.Progress.Start(len(jobs)+skipped, skipped)
@@ -166,21 +173,24 @@ func (r *Runner) record(rec rundir.Record, t *tally) error {
 	return nil
 }
 
-func (r *Runner) defaults() Config {
+// prepare checks the Config and fills in what the Runner needs.
+func (r *Runner) prepare() error {
 	c := &r.Config
-	c.Concurrency = max(c.Concurrency, 1)
-	if c.StartConcurrency <= 0 {
-		c.StartConcurrency = c.Concurrency
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("scheduler: concurrency is %d, want at least 1", c.Concurrency)
+	case c.Attempts < 1:
+		return fmt.Errorf("scheduler: attempts is %d, want at least 1", c.Attempts)
 	}
-	c.Attempts = max(c.Attempts, 1)
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = 2 * time.Second
 	}
-	if c.AgentTimeoutScale == 0 {
-		c.AgentTimeoutScale = 1
-	}
 	if r.startSem == nil {
-		r.startSem = semaphore.NewWeighted(int64(c.StartConcurrency))
+		starts := c.StartConcurrency
+		if starts <= 0 {
+			starts = c.Concurrency
+		}
+		r.startSem = semaphore.NewWeighted(int64(starts))
 	}
 	if r.Progress == nil {
 		r.Progress = nopProgress{}
@@ -188,7 +198,7 @@ func (r *Runner) defaults() Config {
 	if r.Log == nil {
 		r.Log = slog.Default()
 	}
-	return *c
+	return nil
 }
 
 func (r *Runner) agentTimeout(t Task) time.Duration {

@@ -88,7 +88,7 @@ func TestRunnerConcurrencyAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r2 := &scheduler.Runner{Env: schedulertest.Env{}, Backend: &schedulertest.Backend{}, Agent: ag, Store: st, Config: scheduler.Config{RunID: "r", Concurrency: 4}}
+	r2 := &scheduler.Runner{Env: schedulertest.Env{}, Backend: &schedulertest.Backend{}, Agent: ag, Store: st, Config: scheduler.Config{RunID: "r", Concurrency: 4, Attempts: 1, AgentTimeoutScale: 1}}
 	s, err := r2.Run(context.Background(), tasks)
 	if err != nil {
 		t.Fatal(err)
@@ -236,5 +236,25 @@ func TestRunnerStopsAtFirstRecordError(t *testing.T) {
 	}
 	if st.Planned != 10 || st.Finished < 1 || st.Finished > 2 || st.Interrupted {
 		t.Errorf("stats %+v: want at most the 2 rollouts running when the first record failed", st)
+	}
+}
+
+// TestRunnerRefusesImpossibleConfig: the Runner has no defaults of its
+// own (config fills them in); a Concurrency or Attempts below 1 is an
+// error, not a run that does nothing.
+func TestRunnerRefusesImpossibleConfig(t *testing.T) {
+	for _, cfg := range []scheduler.Config{{Attempts: 1}, {Concurrency: 1}} {
+		st, err := rundir.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &scheduler.Runner{Env: schedulertest.Env{}, Backend: &schedulertest.Backend{}, Agent: &schedulertest.Agent{}, Store: st, Config: cfg}
+		if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err == nil || !strings.Contains(err.Error(), "want at least 1") {
+			t.Errorf("config %+v: %v", cfg, err)
+		}
+		if n := len(st.Records()); n != 0 {
+			t.Errorf("config %+v: %d rollouts ran", cfg, n)
+		}
+		st.Close()
 	}
 }

@@ -223,9 +223,14 @@ func (a *Agent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.Age
 func (a *Agent) Peak() int { return int(a.peak.Load()) }
 
 // NewRunner is a Runner of env, be and ag over a new run directory (its
-// path is returned), with cfg and a 1 ms retry backoff.
+// path is returned), with cfg and a 1 ms retry backoff. A zero
+// Concurrency, Attempts or AgentTimeoutScale in cfg is 1.
 func NewRunner(t *testing.T, env scheduler.Environment, be sandbox.Backend, ag scheduler.Agent, cfg scheduler.Config) (*scheduler.Runner, string) {
 	t.Helper()
+	cfg.Concurrency, cfg.Attempts = max(cfg.Concurrency, 1), max(cfg.Attempts, 1)
+	if cfg.AgentTimeoutScale == 0 {
+		cfg.AgentTimeoutScale = 1
+	}
 	dir := t.TempDir()
 	st, err := rundir.Open(dir)
 	if err != nil {
