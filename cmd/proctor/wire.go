@@ -207,9 +207,7 @@ func loopAgent(model func(in scheduler.AgentInput) agent.Model, tools *agent.Too
 		l := &agent.Loop{Model: model(in), Tools: tools, MaxTurns: c.Agent.MaxTurns, System: system, Name: c.Model.Name}
 		tr, err := l.Run(ctx, in.Sandbox, in.Prompt)
 		tr.Agent = kind
-		u := tr.Usage
-		out := scheduler.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason,
-			Usage: rundir.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}}
+		out := scheduler.AgentOutput{Transcript: transcript(in, tr), Turns: len(tr.Turns), StopReason: tr.StopReason, Usage: tr.Usage}
 		if err != nil {
 			err = scheduler.WithClass(rundir.ClassModel, err)
 		}

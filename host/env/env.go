@@ -207,11 +207,7 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 }
 
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
-	tests := make([]rundir.Test, len(v.Tests))
-	for i, t := range v.Tests {
-		tests[i] = rundir.Test{Name: t.Name, Status: t.Status, Message: t.Message}
-	}
-	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
+	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output}
 }
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
@@ -71,11 +72,11 @@ func (p *Reward) score(ctx context.Context, in scheduler.ScoreInput, rs *rundir.
 			if err != nil {
 				return nil, err
 			}
-			var u rundir.Usage
+			var u agent.Usage
 			if rs.Usage != nil {
 				u = *rs.Usage
 			}
-			u = u.Add(rundir.Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
+			u = u.Add(agent.Usage{PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens})
 			rs.Usage = &u
 			return json.Marshal(resp)
 		}
@@ -85,12 +86,8 @@ func (p *Reward) score(ctx context.Context, in scheduler.ScoreInput, rs *rundir.
 		return abi.RewardResponse{}, err
 	}
 	defer inst.Close(context.WithoutCancel(ctx))
-	tests := make([]abi.TestResult, len(in.Verdict.Tests))
-	for i, t := range in.Verdict.Tests {
-		tests[i] = abi.TestResult{Name: t.Name, Status: t.Status, Message: t.Message}
-	}
 	req := abi.RewardRequest{Task: at, Config: p.Config, Trajectory: in.Transcript, Verify: abi.VerifyResponse{
-		Reward: in.Verdict.Reward, Passed: in.Verdict.Passed, Scores: in.Verdict.Scores, Tests: tests, Output: in.Verdict.Output,
+		Reward: in.Verdict.Reward, Passed: in.Verdict.Passed, Scores: in.Verdict.Scores, Tests: in.Verdict.Tests, Output: in.Verdict.Output,
 	}}
 	var resp abi.RewardResponse
 	err = inst.Call(ctx, abi.HookReward, req, &resp)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -140,7 +141,7 @@ func TestJudgeUsage(t *testing.T) {
 		return abi.ModelResponse{Content: answer, PromptTokens: 100, CompletionTokens: 20}, nil
 	}}
 	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
-	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (rundir.Usage{PromptTokens: 100, CompletionTokens: 20}) {
+	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (agent.Usage{PromptTokens: 100, CompletionTokens: 20}) {
 		t.Errorf("judge score %+v (usage %+v)", s, s.Usage)
 	}
 	answer = "No opinion."

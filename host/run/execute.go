@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -183,8 +184,8 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 }
 
 // cost prices a rollout's tokens with [model] prices, in US dollars.
-func cost(prices config.Prices) func(rundir.Usage) float64 {
-	return func(u rundir.Usage) float64 {
+func cost(prices config.Prices) func(agent.Usage) float64 {
+	return func(u agent.Usage) float64 {
 		return (float64(u.PromptTokens-u.CachedTokens)*prices.InputPerMTok +
 			float64(u.CachedTokens)*prices.CachedInputPerMTok +
 			float64(u.CompletionTokens)*prices.OutputPerMTok) / 1e6

@@ -12,6 +12,7 @@ import (
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/format from the types")
@@ -71,16 +72,16 @@ func indented(t *testing.T, v any) []byte {
 }
 
 func sampleRecord(start time.Time) rundir.Record {
-	env, judgeUsage := 0.5, rundir.Usage{PromptTokens: 10, CompletionTokens: 2}
+	env, judgeUsage := 0.5, agent.Usage{PromptTokens: 10, CompletionTokens: 2}
 	return rundir.Record{
 		RolloutID: "fix-git#1", TaskID: "fix-git", Attempt: 1, Try: 2, Category: "git", Difficulty: "hard",
 		Outcome: rundir.OutcomeInfraError, ErrorClass: rundir.ClassVerifier, Error: "verify: no reward written",
 		Reward: 0.75, Scores: map[string]float64{"tests": 0.5}, VerifierReward: &env,
 		Rewards: []rundir.RewardScore{{Name: "judge", Weight: 0.5, Reward: 1, Scores: map[string]float64{"style": 1}, Error: "", Usage: &judgeUsage},
 			{Name: "broken", Weight: 1, Error: "trap"}},
-		Tests:          []rundir.Test{{Name: "test_a", Status: "passed"}, {Name: "test_b", Status: "failed", Message: "assert 1 == 2"}},
+		Tests:          []abi.TestResult{{Name: "test_a", Status: "passed"}, {Name: "test_b", Status: "failed", Message: "assert 1 == 2"}},
 		VerifierOutput: "1 passed, 1 failed", Turns: 3,
-		Usage:   rundir.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 300, ReasoningTokens: 50},
+		Usage:   agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 300, ReasoningTokens: 50},
 		CostUSD: 0.0125, Phases: map[string]float64{"agent": 12.5, "verify": 3},
 		StartedAt: start, FinishedAt: start.Add(16 * time.Second), Seed: 1234567890123,
 		Image: "proctor-base:bookworm", ImageDigest: "sha256:abcd", Transcript: "transcripts/fix-git.1.try2.json", StopReason: "done",

@@ -20,6 +20,9 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Outcomes of a rollout.
@@ -42,27 +45,6 @@ const (
 	ClassInternal    = "internal"
 )
 
-// Usage counts tokens.
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	CachedTokens     int64 `json:"cached_tokens,omitempty"`
-	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
-}
-
-// Add returns the sum of two usages.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens,
-		u.CachedTokens + v.CachedTokens, u.ReasoningTokens + v.ReasoningTokens}
-}
-
-// Test is one test's result as the verifier reported it.
-type Test struct {
-	Name    string `json:"name"`
-	Status  string `json:"status"`
-	Message string `json:"message,omitempty"`
-}
-
 // RewardScore is one stacked reward's verdict on a rollout. Error is set
 // when the reward plugin failed; its score then counts for nothing. Usage
 // is what the plugin's model.complete calls spent (a judge's tokens),
@@ -73,7 +55,7 @@ type RewardScore struct {
 	Reward float64            `json:"reward"`
 	Scores map[string]float64 `json:"scores,omitempty"`
 	Error  string             `json:"error,omitempty"`
-	Usage  *Usage             `json:"usage,omitempty"`
+	Usage  *agent.Usage       `json:"usage,omitempty"`
 }
 
 // Record is one line of results.jsonl: the final outcome of one identity
@@ -94,10 +76,10 @@ type Record struct {
 	// the environment's own and Rewards each stacked one.
 	VerifierReward *float64           `json:"verifier_reward,omitempty"`
 	Rewards        []RewardScore      `json:"rewards,omitempty"`
-	Tests          []Test             `json:"tests,omitempty"`
+	Tests          []abi.TestResult   `json:"tests,omitempty"`
 	VerifierOutput string             `json:"verifier_output,omitempty"`
 	Turns          int                `json:"turns"`
-	Usage          Usage              `json:"usage"`
+	Usage          agent.Usage        `json:"usage"`
 	CostUSD        float64            `json:"cost_usd,omitempty"`
 	Phases         map[string]float64 `json:"phases"`
 	StartedAt      time.Time          `json:"started_at"`

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 func rec(task string, attempt int) Record {
@@ -110,7 +112,7 @@ func BenchmarkOpen10k(b *testing.B) {
 	s, _ := Open(dir)
 	for i := range 10000 {
 		r := rec(fmt.Sprintf("task-%05d", i/5), i%5)
-		r.Tests = []Test{{Name: "test_one", Status: "passed"}, {Name: "test_two", Status: "failed"}}
+		r.Tests = []abi.TestResult{{Name: "test_one", Status: "passed"}, {Name: "test_two", Status: "failed"}}
 		r.Error = strings.Repeat("e", 100)
 		b, _ := jsonLine(r)
 		s.f.WriteAt(b, s.size)

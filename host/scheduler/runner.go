@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 )
@@ -46,7 +47,7 @@ type Config struct {
 	// Spec adjusts every sandbox spec (config overrides, labels); may be nil.
 	Spec func(*sandbox.Spec)
 	// Cost prices a rollout's token usage; may be nil.
-	Cost func(rundir.Usage) float64
+	Cost func(agent.Usage) float64
 	// EnvRewardWeight weighs the environment's reward when Rewards are
 	// stacked (nil: 1).
 	EnvRewardWeight *float64

@@ -19,8 +19,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Task is one task as the runner sees it. Raw is the plugin's own task
@@ -54,7 +55,7 @@ type Verdict struct {
 	Reward float64
 	Passed bool
 	Scores map[string]float64
-	Tests  []rundir.Test
+	Tests  []abi.TestResult
 	Output string // the tail of the verifier's output, for humans
 }
 
@@ -95,7 +96,7 @@ type AgentInput struct {
 type AgentOutput struct {
 	Transcript any
 	Turns      int
-	Usage      rundir.Usage
+	Usage      agent.Usage
 	StopReason string
 }
 

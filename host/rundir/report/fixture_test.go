@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Hostile text a model or a dataset could produce; the report must show it
@@ -74,7 +75,7 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 				total += v
 			}
 			rec.FinishedAt = start.Add(time.Duration(total * float64(time.Second)))
-			rec.Tests = []rundir.Test{{Name: "test_output_exists", Status: "passed"}, {Name: "test_output_content", Status: "failed", Message: "assert 'hello' == 'hallo'"}}
+			rec.Tests = []abi.TestResult{{Name: "test_output_exists", Status: "passed"}, {Name: "test_output_content", Status: "failed", Message: "assert 'hello' == 'hallo'"}}
 			if f.hostile && task == 1 {
 				v := rec.Reward
 				rec.VerifierReward = &v
@@ -88,7 +89,7 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 			tr := f.trajectory(rng, id, a)
 			rec.Turns = len(tr.Turns)
 			rec.StopReason = tr.StopReason
-			rec.Usage = rundir.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
+			rec.Usage = agent.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
 			rec.CostUSD = float64(rec.Usage.PromptTokens)*3e-6 + float64(rec.Usage.CompletionTokens)*15e-6
 			name := rundir.TranscriptName(rec.RolloutID, 0)
 			if err := store.WriteTranscript(name, map[string]any{"rollout_id": rec.RolloutID, "task_id": id, "seed": rec.Seed,

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 func writeHTML(t testing.TB, dir string, opt HTMLOptions) string {
@@ -242,7 +243,7 @@ func FuzzWriteHTML(f *testing.F) {
 		}
 		os.WriteFile(filepath.Join(dir, "transcripts", "a.json"), transcript, 0o644)
 		store.Append(rundir.Record{RolloutID: task + "#0", TaskID: task, Category: cat, Outcome: cat, ErrorClass: cat, Error: errText,
-			VerifierOutput: output, Tests: []rundir.Test{{Name: cat, Status: output}}, Phases: map[string]float64{cat: 1}, Transcript: "transcripts/a.json"})
+			VerifierOutput: output, Tests: []abi.TestResult{{Name: cat, Status: output}}, Phases: map[string]float64{cat: 1}, Transcript: "transcripts/a.json"})
 		store.Close()
 		os.WriteFile(filepath.Join(dir, rundir.ConfigFile), []byte(output), 0o644)
 		os.WriteFile(filepath.Join(dir, rundir.ManifestFile), []byte(`{"name":`+strconv.Quote(task)+`}`), 0o644)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 )
 
@@ -36,7 +37,7 @@ type Summary struct {
 	Rewards        map[string]RewardStat  `json:"rewards,omitempty"`
 	PassAtK        map[string]float64     `json:"pass_at_k,omitempty"`
 	Categories     map[string]Rate        `json:"categories,omitempty"`
-	Usage          rundir.Usage           `json:"usage"`
+	Usage          agent.Usage            `json:"usage"`
 	CostUSD        float64                `json:"cost_usd"`
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
@@ -47,10 +48,10 @@ type Summary struct {
 // scored, how many times it failed, and the tokens it spent asking the
 // run's model (a judge's).
 type RewardStat struct {
-	N      int           `json:"n"`
-	Mean   float64       `json:"mean"`
-	Errors int           `json:"errors"`
-	Usage  *rundir.Usage `json:"usage,omitempty"`
+	N      int          `json:"n"`
+	Mean   float64      `json:"mean"`
+	Errors int          `json:"errors"`
+	Usage  *agent.Usage `json:"usage,omitempty"`
 }
 
 // rewardStats sums up the stacked rewards of recs.
@@ -63,7 +64,7 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 			}
 			st := out[rs.Name]
 			if rs.Usage != nil {
-				var u rundir.Usage
+				var u agent.Usage
 				if st.Usage != nil {
 					u = *st.Usage
 				}
