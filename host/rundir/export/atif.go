@@ -120,102 +120,8 @@ func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory
 		Agent: ATIFAgent{Name: meta.AgentName, Version: meta.AgentVersion, ModelName: tr.Model,
 			ToolDefinitions: toolSchemas(tr.Tools), Extra: map[string]any{"agent": tr.Agent}},
 	}
-	// The i-th assistant message answers the i-th call that did not fail.
-	// Prompts are expanded to whole prompts, as ATIF keeps them per step;
-	// when they cannot be (a corrupt prompt_prefix), no step gets prompt
-	// ids: a stored suffix written as a whole prompt would be wrong.
-	var answered []agent.Turn
-	prompts, perr := agent.FullPrompts(tr.Turns)
-	for i, t := range tr.Turns {
-		if len(t.Errors) == 0 {
-			if perr == nil {
-				t.PromptTokenIDs = prompts[i]
-			} else {
-				t.PromptTokenIDs = nil
-			}
-			t.PromptPrefix = 0
-			answered = append(answered, t)
-		}
-	}
-	var last *ATIFStep
-	assistants := 0
-	used := map[string]bool{}     // tool_call_ids written so far
-	var callIDs map[string]string // the last agent step's: call id -> tool_call_id
-	for _, m := range tr.Messages {
-		switch m.Role {
-		case "tool":
-			if last == nil || last.Source != "agent" {
-				continue // a result no call asked for: the loop never writes one
-			}
-			if last.Observation == nil {
-				last.Observation = &ATIFObservation{}
-			}
-			var src *string
-			if id, ok := callIDs[m.ToolCallID]; ok {
-				src = &id
-			}
-			last.Observation.Results = append(last.Observation.Results, ATIFObservationResult{SourceCallID: src, Content: m.Content})
-			continue
-		case "assistant":
-			s := ATIFStep{Source: "agent", ModelName: tr.Model, Message: m.Content, ReasoningContent: m.Reasoning, LLMCallCount: 1}
-			// Endpoints may reuse call ids across turns (call_0 each
-			// time); ATIF's are unique, so a reused id gets the turn's
-			// number and the original goes in extra.
-			callIDs = map[string]string{}
-			for i, c := range m.ToolCalls {
-				tc := ATIFToolCall{ToolCallID: c.ID, FunctionName: c.Function.Name, Arguments: objectArgs(c.Function.Arguments)}
-				if tc.ToolCallID == "" || used[tc.ToolCallID] {
-					tc.ToolCallID = fmt.Sprintf("turn%d_call%d", assistants, i)
-					tc.Extra = map[string]any{"call_id": c.ID}
-				}
-				used[tc.ToolCallID] = true
-				if _, dup := callIDs[c.ID]; !dup {
-					callIDs[c.ID] = tc.ToolCallID
-				}
-				if string(tc.Arguments) == "{}" && !bytes.Equal(bytes.TrimSpace([]byte(c.Function.Arguments)), []byte("{}")) {
-					if tc.Extra == nil {
-						tc.Extra = map[string]any{}
-					}
-					tc.Extra["raw_arguments"] = c.Function.Arguments
-				}
-				s.ToolCalls = append(s.ToolCalls, tc)
-			}
-			if assistants < len(answered) {
-				t := answered[assistants]
-				s.Metrics = &ATIFMetrics{
-					PromptTokens: t.Usage.PromptTokens, CompletionTokens: t.Usage.CompletionTokens, CachedTokens: t.Usage.CachedTokens,
-					PromptTokenIDs: t.PromptTokenIDs, CompletionTokenIDs: t.CompletionTokenIDs,
-					Extra: map[string]any{"model_secs": t.ModelSecs},
-				}
-				if len(t.CompletionLogprobs) == len(t.CompletionTokenIDs) || len(t.CompletionTokenIDs) == 0 {
-					s.Metrics.Logprobs = t.CompletionLogprobs
-				}
-				if t.Usage.ReasoningTokens > 0 {
-					s.Metrics.Extra["reasoning_tokens"] = t.Usage.ReasoningTokens
-				}
-			}
-			assistants++
-			a.Steps = append(a.Steps, s)
-		case "system", "user":
-			a.Steps = append(a.Steps, ATIFStep{Source: m.Role, Message: m.Content})
-		default:
-			a.Steps = append(a.Steps, ATIFStep{Source: "system", Message: m.Content, Extra: map[string]any{"role": m.Role}})
-		}
-		last = &a.Steps[len(a.Steps)-1]
-	}
-	for i := range a.Steps {
-		a.Steps[i].StepID = i + 1
-	}
-	u := tr.Usage
-	a.FinalMetrics = &ATIFFinalMetrics{TotalPromptTokens: u.PromptTokens, TotalCompletionTokens: u.CompletionTokens,
-		TotalCachedTokens: u.CachedTokens, TotalSteps: len(a.Steps)}
-	if rec.CostUSD > 0 {
-		c := rec.CostUSD
-		a.FinalMetrics.TotalCostUSD = &c
-	}
-	if u.ReasoningTokens > 0 {
-		a.FinalMetrics.Extra = map[string]any{"total_reasoning_tokens": u.ReasoningTokens}
-	}
+	a.Steps = atifSteps(tr)
+	a.FinalMetrics = finalMetrics(rec, tr, len(a.Steps))
 	a.Notes = "stop reason: " + tr.StopReason
 	if tr.Error != "" {
 		a.Notes += "; error: " + tr.Error
@@ -229,6 +135,145 @@ func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory
 		a.Extra["error_class"] = rec.ErrorClass
 	}
 	return a
+}
+
+// stepper turns a trajectory's messages into ATIF steps, in order.
+type stepper struct {
+	model      string
+	answered   []agent.Turn // the turns whose call did not fail, in order
+	steps      []ATIFStep
+	assistants int               // assistant messages so far
+	used       map[string]bool   // tool_call_ids written so far
+	callIDs    map[string]string // the last agent step's: call id -> tool_call_id
+}
+
+// atifSteps are the steps of tr, numbered from 1.
+func atifSteps(tr *agent.Trajectory) []ATIFStep {
+	st := &stepper{model: tr.Model, answered: answeredTurns(tr.Turns), used: map[string]bool{}}
+	for _, m := range tr.Messages {
+		switch m.Role {
+		case "tool":
+			st.result(m)
+		case "assistant":
+			st.assistant(m)
+		case "system", "user":
+			st.steps = append(st.steps, ATIFStep{Source: m.Role, Message: m.Content})
+		default:
+			st.steps = append(st.steps, ATIFStep{Source: "system", Message: m.Content, Extra: map[string]any{"role": m.Role}})
+		}
+	}
+	for i := range st.steps {
+		st.steps[i].StepID = i + 1
+	}
+	return st.steps
+}
+
+// answeredTurns are the turns whose call did not fail: the i-th assistant
+// message answers the i-th of them. Prompts are expanded to whole prompts,
+// as ATIF keeps them per step; when they cannot be (a corrupt
+// prompt_prefix), no step gets prompt ids: a stored suffix written as a
+// whole prompt would be wrong.
+func answeredTurns(turns []agent.Turn) []agent.Turn {
+	var answered []agent.Turn
+	prompts, perr := agent.FullPrompts(turns)
+	for i, t := range turns {
+		if len(t.Errors) == 0 {
+			if perr == nil {
+				t.PromptTokenIDs = prompts[i]
+			} else {
+				t.PromptTokenIDs = nil
+			}
+			t.PromptPrefix = 0
+			answered = append(answered, t)
+		}
+	}
+	return answered
+}
+
+// result adds a tool result to the observation of the agent step before.
+func (st *stepper) result(m agent.Message) {
+	if len(st.steps) == 0 || st.steps[len(st.steps)-1].Source != "agent" {
+		return // a result no call asked for: the loop never writes one
+	}
+	last := &st.steps[len(st.steps)-1]
+	if last.Observation == nil {
+		last.Observation = &ATIFObservation{}
+	}
+	var src *string
+	if id, ok := st.callIDs[m.ToolCallID]; ok {
+		src = &id
+	}
+	last.Observation.Results = append(last.Observation.Results, ATIFObservationResult{SourceCallID: src, Content: m.Content})
+}
+
+// assistant adds an agent step: the message, its tool calls and the
+// metrics of the call that answered.
+func (st *stepper) assistant(m agent.Message) {
+	s := ATIFStep{Source: "agent", ModelName: st.model, Message: m.Content, ReasoningContent: m.Reasoning, LLMCallCount: 1}
+	s.ToolCalls = st.toolCalls(m.ToolCalls)
+	if st.assistants < len(st.answered) {
+		s.Metrics = stepMetrics(st.answered[st.assistants])
+	}
+	st.assistants++
+	st.steps = append(st.steps, s)
+}
+
+// toolCalls converts one message's calls. Endpoints may reuse call ids
+// across turns (call_0 each time); ATIF's are unique, so a reused id gets
+// the turn's number and the original goes in extra.
+func (st *stepper) toolCalls(calls []agent.ToolCall) []ATIFToolCall {
+	var out []ATIFToolCall
+	st.callIDs = map[string]string{}
+	for i, c := range calls {
+		tc := ATIFToolCall{ToolCallID: c.ID, FunctionName: c.Function.Name, Arguments: objectArgs(c.Function.Arguments)}
+		if tc.ToolCallID == "" || st.used[tc.ToolCallID] {
+			tc.ToolCallID = fmt.Sprintf("turn%d_call%d", st.assistants, i)
+			tc.Extra = map[string]any{"call_id": c.ID}
+		}
+		st.used[tc.ToolCallID] = true
+		if _, dup := st.callIDs[c.ID]; !dup {
+			st.callIDs[c.ID] = tc.ToolCallID
+		}
+		if string(tc.Arguments) == "{}" && !bytes.Equal(bytes.TrimSpace([]byte(c.Function.Arguments)), []byte("{}")) {
+			if tc.Extra == nil {
+				tc.Extra = map[string]any{}
+			}
+			tc.Extra["raw_arguments"] = c.Function.Arguments
+		}
+		out = append(out, tc)
+	}
+	return out
+}
+
+// stepMetrics are one call's usage, token ids and logprobs.
+func stepMetrics(t agent.Turn) *ATIFMetrics {
+	m := &ATIFMetrics{
+		PromptTokens: t.Usage.PromptTokens, CompletionTokens: t.Usage.CompletionTokens, CachedTokens: t.Usage.CachedTokens,
+		PromptTokenIDs: t.PromptTokenIDs, CompletionTokenIDs: t.CompletionTokenIDs,
+		Extra: map[string]any{"model_secs": t.ModelSecs},
+	}
+	if len(t.CompletionLogprobs) == len(t.CompletionTokenIDs) || len(t.CompletionTokenIDs) == 0 {
+		m.Logprobs = t.CompletionLogprobs
+	}
+	if t.Usage.ReasoningTokens > 0 {
+		m.Extra["reasoning_tokens"] = t.Usage.ReasoningTokens
+	}
+	return m
+}
+
+// finalMetrics are the rollout's totals.
+func finalMetrics(rec rundir.Record, tr *agent.Trajectory, steps int) *ATIFFinalMetrics {
+	u := tr.Usage
+	f := &ATIFFinalMetrics{TotalPromptTokens: u.PromptTokens, TotalCompletionTokens: u.CompletionTokens,
+		TotalCachedTokens: u.CachedTokens, TotalSteps: steps}
+	if rec.CostUSD > 0 {
+		c := rec.CostUSD
+		f.TotalCostUSD = &c
+	}
+	if u.ReasoningTokens > 0 {
+		f.Extra = map[string]any{"total_reasoning_tokens": u.ReasoningTokens}
+	}
+	return f
 }
 
 // objectArgs returns arguments as a JSON object: as written when they are
