@@ -257,6 +257,21 @@ func TestBrowserReport(t *testing.T) {
 	if missing := run(t, ctx, chromedp.Evaluate[[]string](marksWithoutGlyph)); len(missing) > 0 {
 		t.Errorf("the marks %q are drawn as the missing-glyph box: no font here has them", missing)
 	}
+	checkTable(t, ctx, s)
+	checkHostileRollout(t, browser, ctx, s)
+	saveArtifact(t, "report-trajectory.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('grid').scrollIntoView()`))
+	saveArtifact(t, "report-grid.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('rollouts').scrollIntoView()`))
+	saveArtifact(t, "report-table.png", run(t, ctx, chromedp.CaptureScreenshot()))
+	tb.checkOffline(t)
+
+	checkWithoutScript(t, browser, page, s)
+}
+
+// checkTable pages, filters and sorts the table of rollouts of the
+// fixture whose summary is s.
+func checkTable(t *testing.T, ctx context.Context, s Summary) {
 	// 120 rollouts: a page of 100 rows, then one of 20.
 	if got := run(t, ctx, chromedp.Evaluate[int](visibleRows)); got != 100 {
 		t.Errorf("table shows %d rows, want a page of 100", got)
@@ -291,7 +306,11 @@ func TestBrowserReport(t *testing.T) {
 		t.Errorf("sorted down by #, the first row is %s", got)
 	}
 	do(t, ctx, chromedp.Click(chromedp.CSS(`#table th[data-col="0"]`)))
+}
 
+// checkHostileRollout opens the rollout with hostile text and checks that
+// it shows as text everywhere, never as markup.
+func checkHostileRollout(t *testing.T, browser context.Context, ctx context.Context, s Summary) {
 	// Open the rollout with hostile text (task 1, attempt 0, index 3).
 	do(t, ctx, chromedp.Click(chromedp.CSS(`#table tbody tr[data-i="3"]`)),
 		chromedp.Poll[chromedp.Void](`document.getElementById('detail').dataset.rollout === '3'`))
@@ -327,14 +346,11 @@ func TestBrowserReport(t *testing.T) {
 	if n := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('#detail .msg.tool details.clip:not([open])').length`)); n != 5 {
 		t.Errorf("%d collapsed tool outputs, want 5", n)
 	}
-	saveArtifact(t, "report-trajectory.png", run(t, ctx, chromedp.CaptureScreenshot()))
-	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('grid').scrollIntoView()`))
-	saveArtifact(t, "report-grid.png", run(t, ctx, chromedp.CaptureScreenshot()))
-	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('rollouts').scrollIntoView()`))
-	saveArtifact(t, "report-table.png", run(t, ctx, chromedp.CaptureScreenshot()))
-	tb.checkOffline(t)
+}
 
-	// Without JavaScript the summary is still there.
+// checkWithoutScript opens page in a tab without JavaScript: the summary
+// is still there, and the controls the script drives are not.
+func checkWithoutScript(t *testing.T, browser context.Context, page string, s Summary) {
 	nojs := newTab(t, browser)
 	if _, err := chromedp.Call(nojs.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
 		t.Fatal(err)
