@@ -59,42 +59,8 @@ func TestProcessGroups(t *testing.T) {
 	if !slices.Equal(g.Scores, []float64{1, 0, 1}) || len(g.Tokens) != 3 || len(g.Masks) != 3 || len(g.Messages) != 3 || len(g.InferenceLogprobs) != 3 {
 		t.Fatalf("group: scores %v, %d token lists, %d mask lists", g.Scores, len(g.Tokens), len(g.Masks))
 	}
-	store, err := rundir.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs := store.Records()
-	store.Close()
-	slices.SortFunc(recs, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
-	for i, rec := range recs {
-		tr, err := export.ReadTrajectory(filepath.Join(out, rec.Transcript))
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkAlignment(t, i, tr, g.Tokens[i], g.Masks[i], g.InferenceLogprobs[i])
-	}
-	var temps, seeds []float64
-	for _, r := range srv.Requests() {
-		temps = append(temps, r.Body["temperature"].(float64))
-		seed, _ := r.Body["seed"].(float64)
-		seeds = append(seeds, seed)
-		if r.Body["return_token_ids"] != true || r.Body["logprobs"] != true {
-			t.Errorf("request without token ids or logprobs asked: %v", r.Body)
-		}
-	}
-	if !slices.Equal(temps, []float64{0.5, 0.5, 1.0, 0.5, 0.5}) {
-		t.Errorf("temperatures by request %v: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5", temps)
-	}
-	// The trainer learns each rollout's temperature from the group.
-	if got, _ := json.Marshal(g.Overrides); string(got) != `[{"temperature":0.5},{"temperature":1},{"temperature":0.5}]` {
-		t.Errorf("overrides %s", got)
-	}
-	if got, _ := json.Marshal(g.GroupOverrides); string(got) != `{"group_size":3}` {
-		t.Errorf("group_overrides %s", got)
-	}
-	if seeds[0] == 0 || seeds[0] != seeds[1] || seeds[3] != seeds[4] || seeds[0] == seeds[2] || seeds[0] == seeds[3] || seeds[2] == seeds[3] {
-		t.Errorf("seeds by request %v: one per rollout, different between attempts", seeds)
-	}
+	checkGroupTokens(t, out, g)
+	checkSampling(t, srv.Requests(), g)
 	if n := len(lines(t, filepath.Join(out, rundir.SFTFile))); n != 3 {
 		t.Errorf("%d SFT lines, want 3", n)
 	}
@@ -105,30 +71,7 @@ func TestProcessGroups(t *testing.T) {
 		t.Fatalf("manifest process: %+v", man.Process)
 	}
 
-	// export makes the same group from the finished run, and ATIF files.
-	exported := filepath.Join(t.TempDir(), "groups.jsonl")
-	if code := run([]string{"export", out, "--format", "atropos", "-o", exported}, &stdout, &stderr); code != 0 {
-		t.Fatalf("export: exit %d\n%s", code, stderr.String())
-	}
-	if got := lines(t, exported); len(got) != 1 || got[0] != groups[0] {
-		t.Errorf("export atropos differs from the process run's group")
-	}
-	atif := filepath.Join(t.TempDir(), "atif")
-	if code := run([]string{"export", out, "--format", "atif", "-o", atif}, &stdout, &stderr); code != 0 {
-		t.Fatalf("export atif: exit %d\n%s", code, stderr.String())
-	}
-	docs, _ := filepath.Glob(filepath.Join(atif, "*.json"))
-	if len(docs) != 3 {
-		t.Fatalf("%d ATIF documents, want 3", len(docs))
-	}
-	var doc struct {
-		SchemaVersion string           `json:"schema_version"`
-		Steps         []map[string]any `json:"steps"`
-	}
-	b, _ = os.ReadFile(docs[0])
-	if err := json.Unmarshal(b, &doc); err != nil || doc.SchemaVersion != "ATIF-v1.7" || len(doc.Steps) < 3 {
-		t.Errorf("ATIF document: %v %s", err, b)
-	}
+	checkExports(t, out, groups[0])
 
 	// A kill after the group line but before its index entry, with a torn
 	// line after it: the resume cuts the tail and writes the group once.
@@ -150,6 +93,140 @@ func TestProcessGroups(t *testing.T) {
 	if len(srv.Requests()) != 5 {
 		t.Errorf("the resume ran rollouts again: %d requests", len(srv.Requests()))
 	}
+}
+
+// checkOneGroupPerTask: each of the tasks t0, t1, ... of the run in out
+// has its group once in groups.messages.jsonl, made of its own two
+// rollouts, and one entry in process.jsonl.
+func checkOneGroupPerTask(t *testing.T, out string, tasks int) {
+	t.Helper()
+	// Each task's group once, made of that task's two rollouts: a group
+	// written twice and another lost would leave the count right.
+	groups := lines(t, filepath.Join(out, rundir.MessagesFile))
+	owners := map[string]int{}
+	for _, g := range groups {
+		var sg export.MessagesGroup
+		if err := json.Unmarshal([]byte(g), &sg); err != nil || len(sg.Scores) != 2 || len(sg.Messages) != 2 {
+			t.Fatalf("bad group line: %v %s", err, g)
+		}
+		var ids []string
+		for _, msgs := range sg.Messages {
+			task := ""
+			for _, m := range msgs {
+				if sub := regexp.MustCompile(`"(t\d)"`).FindStringSubmatch(m.Content); m.Role == "user" && sub != nil {
+					task = sub[1]
+				}
+			}
+			ids = append(ids, task)
+		}
+		if ids[0] == "" || ids[0] != ids[1] {
+			t.Fatalf("a group of rollouts of tasks %v", ids)
+		}
+		owners[ids[0]]++
+	}
+	for i := range tasks {
+		if id := fmt.Sprintf("t%d", i); owners[id] != 1 {
+			t.Errorf("task %s has %d groups, want 1 (groups by task: %v)", id, owners[id], owners)
+		}
+	}
+	if len(groups) != tasks {
+		t.Errorf("%d groups after the resume, want %d", len(groups), tasks)
+	}
+	entries := map[string]int{}
+	for _, l := range lines(t, filepath.Join(out, rundir.IndexFile)) {
+		var e struct {
+			TaskID string `json:"task_id"`
+		}
+		json.Unmarshal([]byte(l), &e)
+		entries[e.TaskID]++
+	}
+	if len(entries) != tasks {
+		t.Errorf("process.jsonl entries by task: %v", entries)
+	}
+	for id, n := range entries {
+		if n != 1 {
+			t.Errorf("task %s has %d entries in process.jsonl", id, n)
+		}
+	}
+}
+
+// checkGroupTokens checks the group g of the run in out against each
+// rollout's transcript (see checkAlignment).
+func checkGroupTokens(t *testing.T, out string, g export.ScoredDataGroup) {
+	t.Helper()
+	store, err := rundir.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := store.Records()
+	store.Close()
+	slices.SortFunc(recs, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
+	for i, rec := range recs {
+		tr, err := export.ReadTrajectory(filepath.Join(out, rec.Transcript))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAlignment(t, i, tr, g.Tokens[i], g.Masks[i], g.InferenceLogprobs[i])
+	}
+}
+
+// checkSampling: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5 with a seed of
+// their own, and the group tells the trainer each rollout's temperature.
+func checkSampling(t *testing.T, reqs []openaitest.Request, g export.ScoredDataGroup) {
+	t.Helper()
+	var temps, seeds []float64
+	for _, r := range reqs {
+		temps = append(temps, r.Body["temperature"].(float64))
+		seed, _ := r.Body["seed"].(float64)
+		seeds = append(seeds, seed)
+		if r.Body["return_token_ids"] != true || r.Body["logprobs"] != true {
+			t.Errorf("request without token ids or logprobs asked: %v", r.Body)
+		}
+	}
+	if !slices.Equal(temps, []float64{0.5, 0.5, 1.0, 0.5, 0.5}) {
+		t.Errorf("temperatures by request %v: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5", temps)
+	}
+	// The trainer learns each rollout's temperature from the group.
+	if got, _ := json.Marshal(g.Overrides); string(got) != `[{"temperature":0.5},{"temperature":1},{"temperature":0.5}]` {
+		t.Errorf("overrides %s", got)
+	}
+	if got, _ := json.Marshal(g.GroupOverrides); string(got) != `{"group_size":3}` {
+		t.Errorf("group_overrides %s", got)
+	}
+	if seeds[0] == 0 || seeds[0] != seeds[1] || seeds[3] != seeds[4] || seeds[0] == seeds[2] || seeds[0] == seeds[3] || seeds[2] == seeds[3] {
+		t.Errorf("seeds by request %v: one per rollout, different between attempts", seeds)
+	}
+}
+
+// checkExports: export makes the same group from the finished run in
+// out, and ATIF files.
+func checkExports(t *testing.T, out, group string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	exported := filepath.Join(t.TempDir(), "groups.jsonl")
+	if code := run([]string{"export", out, "--format", "atropos", "-o", exported}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, stderr.String())
+	}
+	if got := lines(t, exported); len(got) != 1 || got[0] != group {
+		t.Errorf("export atropos differs from the process run's group")
+	}
+	atif := filepath.Join(t.TempDir(), "atif")
+	if code := run([]string{"export", out, "--format", "atif", "-o", atif}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export atif: exit %d\n%s", code, stderr.String())
+	}
+	docs, _ := filepath.Glob(filepath.Join(atif, "*.json"))
+	if len(docs) != 3 {
+		t.Fatalf("%d ATIF documents, want 3", len(docs))
+	}
+	var doc struct {
+		SchemaVersion string           `json:"schema_version"`
+		Steps         []map[string]any `json:"steps"`
+	}
+	b, _ := os.ReadFile(docs[0])
+	if err := json.Unmarshal(b, &doc); err != nil || doc.SchemaVersion != "ATIF-v1.7" || len(doc.Steps) < 3 {
+		t.Errorf("ATIF document: %v %s", err, b)
+	}
+
 }
 
 // checkAlignment: tokens are the last turn's prompt and completion ids;
@@ -303,52 +380,5 @@ func TestKillProcessAndResume(t *testing.T) {
 			t.Errorf("%s written %d times", id, n)
 		}
 	}
-	// Each task's group once, made of that task's two rollouts: a group
-	// written twice and another lost would leave the count right.
-	groups := lines(t, filepath.Join(out, rundir.MessagesFile))
-	owners := map[string]int{}
-	for _, g := range groups {
-		var sg export.MessagesGroup
-		if err := json.Unmarshal([]byte(g), &sg); err != nil || len(sg.Scores) != 2 || len(sg.Messages) != 2 {
-			t.Fatalf("bad group line: %v %s", err, g)
-		}
-		var tasks []string
-		for _, msgs := range sg.Messages {
-			task := ""
-			for _, m := range msgs {
-				if sub := regexp.MustCompile(`"(t\d)"`).FindStringSubmatch(m.Content); m.Role == "user" && sub != nil {
-					task = sub[1]
-				}
-			}
-			tasks = append(tasks, task)
-		}
-		if tasks[0] == "" || tasks[0] != tasks[1] {
-			t.Fatalf("a group of rollouts of tasks %v", tasks)
-		}
-		owners[tasks[0]]++
-	}
-	for i := range 6 {
-		if id := fmt.Sprintf("t%d", i); owners[id] != 1 {
-			t.Errorf("task %s has %d groups, want 1 (groups by task: %v)", id, owners[id], owners)
-		}
-	}
-	if len(groups) != 6 {
-		t.Errorf("%d groups after the resume, want 6", len(groups))
-	}
-	entries := map[string]int{}
-	for _, l := range lines(t, filepath.Join(out, rundir.IndexFile)) {
-		var e struct {
-			TaskID string `json:"task_id"`
-		}
-		json.Unmarshal([]byte(l), &e)
-		entries[e.TaskID]++
-	}
-	if len(entries) != 6 {
-		t.Errorf("process.jsonl entries by task: %v", entries)
-	}
-	for id, n := range entries {
-		if n != 1 {
-			t.Errorf("task %s has %d entries in process.jsonl", id, n)
-		}
-	}
+	checkOneGroupPerTask(t, out, 6)
 }

@@ -97,6 +97,27 @@ name = "trap"
 	if len(recs) != 2 {
 		t.Fatalf("%d records", len(recs))
 	}
+	checkStackedScores(t, recs)
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
+	json.Unmarshal(b, &man)
+	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
+		t.Errorf("manifest rewards: %+v", man.Rewards)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || reqs[0].Auth != "Bearer sk-judge-test-secret" || !strings.Contains(fmt.Sprint(reqs[0].Body["messages"]), "Was the agent direct?") {
+		t.Errorf("judge requests: %+v", reqs)
+	}
+	if bytes.Contains(b, []byte("sk-judge")) {
+		t.Error("the key reached the manifest")
+	}
+}
+
+// checkStackedScores: each rollout has the judge's, toolstats' and the
+// trap's scores, and the combined reward is their weighted sum with the
+// verifier's.
+func checkStackedScores(t *testing.T, recs []rundir.Record) {
+	t.Helper()
 	for _, rec := range recs {
 		if rec.Outcome != rundir.OutcomePassed || rec.VerifierReward == nil || *rec.VerifierReward != 1 || len(rec.Rewards) != 3 {
 			t.Fatalf("%s: %+v", rec.RolloutID, rec)
@@ -114,19 +135,6 @@ name = "trap"
 		if want := 1 + 0.5*0.8 + 0.25*1; rec.Reward != want {
 			t.Errorf("combined reward %v, want %v", rec.Reward, want)
 		}
-	}
-	var man rundir.Manifest
-	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
-	json.Unmarshal(b, &man)
-	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
-		t.Errorf("manifest rewards: %+v", man.Rewards)
-	}
-	reqs := srv.Requests()
-	if len(reqs) != 2 || reqs[0].Auth != "Bearer sk-judge-test-secret" || !strings.Contains(fmt.Sprint(reqs[0].Body["messages"]), "Was the agent direct?") {
-		t.Errorf("judge requests: %+v", reqs)
-	}
-	if bytes.Contains(b, []byte("sk-judge")) {
-		t.Error("the key reached the manifest")
 	}
 }
 
