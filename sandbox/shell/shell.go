@@ -91,49 +91,11 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 	start := time.Now()
 	s.seq++
 	id := s.seq
-
-	var b strings.Builder
-	if !o.Fresh && (o.Workdir != "" || len(o.Env) > 0) {
-		// A per-call directory or environment must not leak into the shell.
-		b.WriteString("__proctor_keep=1\n")
+	script, err := commandScript(cmd, o)
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
-		if !validName(k) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(o.Env[k], 0) >= 0 {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: environment variable %s contains a NUL byte", k)
-		}
-		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
-	}
-	if o.Workdir != "" {
-		fmt.Fprintf(&b, "cd %s || exit 1\n", Quote(o.Workdir))
-	}
-	b.WriteString(cmd)
-	b.WriteString("\n")
-	script := b.String()
-
-	maxOut := o.MaxOutput
-	if maxOut <= 0 {
-		maxOut = sandbox.DefaultMaxOutput
-	}
-	var req strings.Builder
-	if maxOut != s.cap {
-		fmt.Fprintf(&req, "CAP %d\n", maxOut)
-		s.cap = maxOut
-	}
-	tmo := o.Timeout.Milliseconds()
-	if o.Timeout > 0 && tmo == 0 {
-		tmo = 1
-	}
-	fresh := ""
-	if o.Fresh {
-		fresh = " F"
-	}
-	fmt.Fprintf(&req, "RUN %d %d %d %d%s\n", id, tmo, len(script), len(o.Stdin), fresh)
-	req.WriteString(script)
-	req.Write(o.Stdin)
-	if _, err := io.WriteString(s.t.Stdin, req.String()); err != nil {
+	if _, err := io.WriteString(s.t.Stdin, s.request(id, script, o)); err != nil {
 		return sandbox.ExecResult{}, s.fail(fmt.Errorf("send command: %v: %w", err, sandbox.ErrGone))
 	}
 
@@ -158,6 +120,73 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 	})
 	defer watchdog()
 
+	res, err := s.await(ctx, id, &pgid)
+	if err != nil {
+		return res, err
+	}
+	res.Duration = time.Since(start)
+	if ctx.Err() != nil && !res.TimedOut {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// commandScript is what the controller runs for cmd: the per-call
+// environment and directory, then the command.
+func commandScript(cmd string, o sandbox.ExecOptions) (string, error) {
+	var b strings.Builder
+	if !o.Fresh && (o.Workdir != "" || len(o.Env) > 0) {
+		// A per-call directory or environment must not leak into the shell.
+		b.WriteString("__proctor_keep=1\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		if !validName(k) {
+			return "", fmt.Errorf("exec: invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(o.Env[k], 0) >= 0 {
+			return "", fmt.Errorf("exec: environment variable %s contains a NUL byte", k)
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
+	}
+	if o.Workdir != "" {
+		fmt.Fprintf(&b, "cd %s || exit 1\n", Quote(o.Workdir))
+	}
+	b.WriteString(cmd)
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+// request is the controller's request to run script as call id: the
+// output cap when it changed, then RUN with the timeout, sizes and
+// freshness, the script and the stdin.
+func (s *Shell) request(id int, script string, o sandbox.ExecOptions) string {
+	maxOut := o.MaxOutput
+	if maxOut <= 0 {
+		maxOut = sandbox.DefaultMaxOutput
+	}
+	var req strings.Builder
+	if maxOut != s.cap {
+		fmt.Fprintf(&req, "CAP %d\n", maxOut)
+		s.cap = maxOut
+	}
+	tmo := o.Timeout.Milliseconds()
+	if o.Timeout > 0 && tmo == 0 {
+		tmo = 1
+	}
+	fresh := ""
+	if o.Fresh {
+		fresh = " F"
+	}
+	fmt.Fprintf(&req, "RUN %d %d %d %d%s\n", id, tmo, len(script), len(o.Stdin), fresh)
+	req.WriteString(script)
+	req.Write(o.Stdin)
+	return req.String()
+}
+
+// await reads the controller's replies to call id: START, with the
+// command's process group (stored in pgid, and killed at once when ctx
+// has ended), then DONE with the exit status and the output.
+func (s *Shell) await(ctx context.Context, id int, pgid *atomic.Int64) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	for {
 		line, err := s.readLine()
@@ -202,10 +231,6 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 			return res, err
 		}
 		res.Stdout, res.Stderr, res.Truncated = out, errs, tout || terr
-		res.Duration = time.Since(start)
-		if ctx.Err() != nil && !res.TimedOut {
-			return res, ctx.Err()
-		}
 		return res, nil
 	}
 }
