@@ -1,9 +1,10 @@
 // Command proctor runs LLM agents on sandboxed tasks and scores them.
 //
 // It is the only package that imports everything: it parses the command
-// line (kong), loads the run configuration and wires the plugin runtime, the
-// sandbox backend, the agent and the runner together. Errors map to the
-// documented exit codes in one place, exitCode.
+// line (kong), loads the run configuration, builds the parts of a run (the
+// sandbox backend, the environment and reward plugins, the agent) and hands
+// them to the run library, host/run, and prints what it reports. Errors map
+// to the documented exit codes in one place, exitCode.
 package main
 
 import (

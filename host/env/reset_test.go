@@ -15,7 +15,7 @@ import (
 )
 
 // TestPluginReset runs a real plugin whose verifier resets its sandbox,
-// through PluginEnv and the runner: the fresh sandbox holds nothing of the
+// through env.Plugin and the scheduler: the fresh sandbox holds nothing of the
 // agent's, both sandboxes are closed at the end, and a reset that cannot
 // start a sandbox is an infra_error of class sandbox, although the error
 // crossed the plugin and came back as the verifier's.

@@ -30,7 +30,7 @@ type fixture struct {
 
 var categories = []string{"file-operations", "debugging", "networking", "data-science"}
 
-// runnerPhases are the phases host.Runner records, in the order they happen.
+// runnerPhases are the phases scheduler.Runner records, in the order they happen.
 var runnerPhases = []string{"plugin_start", "sandbox_start", "setup", "agent", "verify", "reward", "teardown", "sandbox_stop"}
 
 // write writes the run directory and returns its summary as summary.json

@@ -154,7 +154,7 @@ type row struct {
 	Tests      [2]int             `json:"tests"` // passed, total
 }
 
-// phaseOrder is the order phases happen in (host.Runner records them); the
+// phaseOrder is the order phases happen in (scheduler.Runner records them); the
 // reports list other phases after these.
 var phaseOrder = []string{"plugin_start", "sandbox_start", "setup", "agent", "verify", "reward", "teardown", "sandbox_stop"}
 
