@@ -3,7 +3,7 @@
 
 GO        ?= go
 BIN       ?= bin/proctor
-BUNDLED   := host/bundled/wasm
+BUNDLED   := host/plugin/bundled/wasm
 PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith plugins/sweshaped))
 TESTFLAGS ?= -timeout 40m
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m

@@ -49,7 +49,8 @@ type FunctionCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Usage counts tokens of one or more model calls.
+// Usage counts tokens of one or more model calls: a turn's, a
+// trajectory's, a result record's, a judge's.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
@@ -57,11 +58,10 @@ type Usage struct {
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
-func (u *Usage) add(v Usage) {
-	u.PromptTokens += v.PromptTokens
-	u.CompletionTokens += v.CompletionTokens
-	u.CachedTokens += v.CachedTokens
-	u.ReasoningTokens += v.ReasoningTokens
+// Add returns the sum of two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens,
+		u.CachedTokens + v.CachedTokens, u.ReasoningTokens + v.ReasoningTokens}
 }
 
 // Reply is one model answer.
@@ -257,7 +257,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 			sharePrefix(&turn, prevIDs)
 			prevIDs = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
 		}
-		tr.Usage.add(reply.Usage)
+		tr.Usage = tr.Usage.Add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())
 			tr.Turns = append(tr.Turns, turn)

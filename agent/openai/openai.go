@@ -36,8 +36,8 @@ type Config struct {
 	Temperature    *float64
 	MaxTokens      int
 	ExtraBody      map[string]any
-	RequestTimeout time.Duration
-	RetryBudget    int // retries per rollout (default 8)
+	RequestTimeout time.Duration // bounds each request; 0: only the context does
+	RetryBudget    int           // retries per rollout; 0: none
 	BaseBackoff    time.Duration
 	MaxBackoff     time.Duration
 	// ReturnTokens asks the endpoint for the token ids of every call
@@ -121,17 +121,11 @@ type Factory struct {
 
 // NewFactory prepares the endpoint.
 func NewFactory(cfg Config, lim *Limiter) *Factory {
-	if cfg.RetryBudget <= 0 {
-		cfg.RetryBudget = 8
-	}
 	if cfg.BaseBackoff <= 0 {
 		cfg.BaseBackoff = time.Second
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = time.Minute
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 10 * time.Minute
 	}
 	key := cfg.APIKey
 	if key == "" {
@@ -371,7 +365,10 @@ func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, er
 		return agent.Reply{}, err
 	}
 	defer c.f.lim.release()
-	rctx, cancel := context.WithTimeout(ctx, c.f.cfg.RequestTimeout)
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if d := c.f.cfg.RequestTimeout; d > 0 {
+		rctx, cancel = context.WithTimeout(ctx, d)
+	}
 	defer cancel()
 	var raw json.RawMessage
 	var httpResp *http.Response

@@ -22,10 +22,15 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/local"
 )
 
+// client is a Client of srv with cfg, retrying as a run's default
+// retry_budget does unless cfg says, with short backoffs.
 func client(srv *openaitest.Server, cfg Config) *Client {
 	cfg.BaseURL, cfg.Model = srv.URL(), "scripted"
 	if cfg.BaseBackoff == 0 {
 		cfg.BaseBackoff = 5 * time.Millisecond
+	}
+	if cfg.RetryBudget == 0 {
+		cfg.RetryBudget = 8
 	}
 	return NewFactory(cfg, NewLimiter(4)).New()
 }

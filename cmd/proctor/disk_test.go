@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 )
 
 // TestFullDisk runs into a run directory on a tiny tmpfs: the run stops

@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/bundled"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 )
@@ -88,7 +89,7 @@ func (c doctorCmd) Run(g *globals) error {
 		}
 	}
 	if failed > 0 {
-		return &infraError{err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
+		return &fault.Infra{Err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
 	}
 	return nil
 }

@@ -11,9 +11,10 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent"
-	"github.com/proctor-dev/proctor/host/export"
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
 type exportCmd struct {
@@ -53,14 +54,14 @@ func (e exportCmd) messagesPath() string {
 func (e exportCmd) Run(g *globals) error {
 	// A directory that is not a run is the user's mistake, told before
 	// any output file is made.
-	if _, err := os.Stat(filepath.Join(e.Dir, results.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", e.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	if _, err := os.Stat(filepath.Join(e.Dir, rundir.ResultsFile)); err != nil {
+		return &fault.Usage{Err: fmt.Errorf("%s has no %s", e.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	if e.Messages != "" && e.Format != "atropos" {
-		return &usageError{err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
+		return &fault.Usage{Err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), Hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
 	}
 	if e.Messages != "" && !e.toStdout() && filepath.Clean(e.Messages) == filepath.Clean(e.Out) {
-		return &usageError{err: fmt.Errorf("--messages and -o name the same file %s", e.Out), hint: "groups without token ids must not mix with ScoredDataGroups: give --messages another file"}
+		return &fault.Usage{Err: fmt.Errorf("--messages and -o name the same file %s", e.Out), Hint: "groups without token ids must not mix with ScoredDataGroups: give --messages another file"}
 	}
 	f := export.Filter{MinReward: e.MinReward, DropEqualScores: e.DropEqualScores, MaxTokens: e.MaxTokens}
 	st := exportStats{droppedBy: map[string]int{}, skipped: map[string]int{}}
@@ -83,19 +84,19 @@ func (e exportCmd) Run(g *globals) error {
 
 // each walks the run's groups; a transcript that cannot be read is not
 // the user's mistake.
-func (e exportCmd) each(fn func(recs []results.Record, trajs []*agent.Trajectory) error) error {
+func (e exportCmd) each(fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
 	if err := export.EachGroup(e.Dir, fn); err != nil {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	return nil
 }
 
 // output is a JSONL destination: standard output, or a file put in place
-// once all of it is written (results.CreateAtomic), so a failed export
+// once all of it is written (rundir.CreateAtomic), so a failed export
 // leaves no half file.
 type output struct {
-	path string              // "" for standard output
-	file *results.AtomicFile // nil for standard output
+	path string             // "" for standard output
+	file *rundir.AtomicFile // nil for standard output
 	bw   *bufio.Writer
 	enc  *json.Encoder
 }
@@ -105,8 +106,8 @@ func newOutput(stdout io.Writer, path string) (*output, error) {
 	w := stdout
 	if path != "" {
 		var err error
-		if o.file, err = results.CreateAtomic(path); err != nil {
-			return nil, &infraError{err: err, hint: "check that the folder exists and is writable"}
+		if o.file, err = rundir.CreateAtomic(path); err != nil {
+			return nil, &fault.Infra{Err: err, Hint: "check that the folder exists and is writable"}
 		}
 		w = o.file
 	}
@@ -123,10 +124,10 @@ func (o *output) commit() error {
 		return err
 	}
 	if err != nil {
-		return &infraError{err: fmt.Errorf("write %s: %w", o.path, err)}
+		return &fault.Infra{Err: fmt.Errorf("write %s: %w", o.path, err)}
 	}
 	if err := o.file.Commit(); err != nil {
-		return &infraError{err: err} // it names the path
+		return &fault.Infra{Err: err} // it names the path
 	}
 	return nil
 }
@@ -158,7 +159,7 @@ func (e exportCmd) jsonl(stdout io.Writer, f export.Filter, st *exportStats) (er
 		defer msgs.abort()
 	}
 	enc := out.enc
-	err = e.each(func(recs []results.Record, trajs []*agent.Trajectory) error {
+	err = e.each(func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		if e.Format == "sft" {
 			for i, r := range recs {
 				st.rollouts++
@@ -220,10 +221,11 @@ func (e exportCmd) jsonl(stdout io.Writer, f export.Filter, st *exportStats) (er
 func (e exportCmd) atif(st *exportStats) error {
 	dir := e.Out
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &infraError{err: fmt.Errorf("atif directory: %w", err)}
+		return &fault.Infra{Err: fmt.Errorf("atif directory: %w", err)}
 	}
-	meta := export.ATIFMeta{RunID: export.RunID(e.Dir), AgentVersion: version}
-	return e.each(func(recs []results.Record, trajs []*agent.Trajectory) error {
+	man, _, _ := rundir.ReadManifest(e.Dir) // no manifest: no session id
+	meta := export.ATIFMeta{RunID: man.RunID, AgentVersion: version}
+	return e.each(func(recs []rundir.Record, trajs []*agent.Trajectory) error {
 		for i, r := range recs {
 			st.rollouts++
 			if why := export.Skip(r, trajs[i]); why != "" {
@@ -232,7 +234,7 @@ func (e exportCmd) atif(st *exportStats) error {
 			}
 			st.written++
 			doc := export.ATIF(r, trajs[i], meta)
-			if err := results.WriteJSONAtomic(filepath.Join(dir, results.TranscriptName(r.RolloutID, r.Try)), doc); err != nil {
+			if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.TranscriptName(r.RolloutID, r.Try)), doc); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 

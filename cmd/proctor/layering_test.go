@@ -8,9 +8,41 @@ import (
 
 const module = "github.com/proctor-dev/proctor"
 
+// hostRank orders the packages of host/ from the bottom up: a package
+// imports only packages of a lower rank, so nothing imports upward. A
+// package's test helpers (NAME/NAMEtest) sit just above it.
+var hostRank = map[string]int{
+	"host/fault": 0, "host/config": 0, "host/dataset": 0, "host/repocache": 0,
+	"host/plugin/wasm": 0, "host/plugin/oci": 0, "host/plugin/bundled": 0,
+	"host/plugin": 1, "host/rundir": 1,
+	"host/rundir/report": 2, "host/rundir/export": 2,
+	"host/scheduler": 3,
+	"host/env":       4,
+	"host/run":       5,
+}
+
+// never lists, per package (and its subpackages), module packages it must
+// not import, with why.
+var never = []struct {
+	pkg  string
+	deps []string
+	why  string
+}{
+	{"host/plugin/wasm", []string{"sandbox", "agent", "host"}, "the wasm runtime receives capabilities as function values"},
+	{"host/scheduler", []string{"host/env", "host/plugin", "host/config", "host/run", "agent/openai", "sandbox/docker", "sandbox/local"},
+		"the scheduler sees environments, agents and sandboxes only through its interfaces"},
+	{"host/run", []string{"host/env", "host/plugin", "agent/openai", "sandbox/docker", "sandbox/local"},
+		"the run library is handed its parts; only cmd/proctor wires concrete ones"},
+	{"host/rundir", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config"},
+		"the run directory is read by tools that run nothing"},
+	{"sandbox", []string{"host", "agent"}, "sandboxes know nothing of runs or agents"},
+	{"agent", []string{"host", "sandbox/docker", "sandbox/local"}, "the agent sees sandboxes only through its Shell interface"},
+}
+
 // TestLayering keeps the dependency direction of the design: plugins and the
-// SDK see only the standard library and the SDK; the wasm runtime never sees
-// sandboxes or agents; each third-party client has one importer.
+// SDK see only the standard library and the SDK; inside host/ nothing
+// imports upward (hostRank) and the lines in never hold; each third-party
+// client has one importer.
 func TestLayering(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Deps \" \"}}", module+"/...").CombinedOutput()
 	if err != nil {
@@ -21,57 +53,86 @@ func TestLayering(t *testing.T) {
 		pkg, ds, _ := strings.Cut(line, "|")
 		deps[pkg] = strings.Fields(ds)
 	}
-	std := func(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") }
-	own := func(p string) string { return strings.TrimPrefix(p, module+"/") }
-	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
-
 	for pkg, ds := range deps {
 		me := own(pkg)
+		if _, ok := rank(me); under(me, "host") && !ok {
+			t.Errorf("%s has no rank: give it one in hostRank, above what it imports", me)
+		}
 		for _, d := range ds {
 			if std(d) {
 				continue
 			}
-			dep := own(d)
-			inModule := strings.HasPrefix(d, module)
-			switch {
-			case under(me, "sdk") || under(me, "plugins"):
-				if !inModule || !under(dep, "sdk") {
+			if !strings.HasPrefix(d, module) {
+				checkClient(t, pkg, d)
+				if under(me, "sdk") || under(me, "plugins") {
 					t.Errorf("%s imports %s: plugins and the SDK may import only the standard library and sdk/...", me, d)
 				}
-			case under(me, "host/wasm"):
-				if inModule && (under(dep, "sandbox") || under(dep, "agent") || dep == "host") {
-					t.Errorf("%s imports %s: the wasm runtime receives capabilities as function values", me, d)
-				}
-			case under(me, "sandbox"):
-				if inModule && (under(dep, "host") || under(dep, "agent")) {
-					t.Errorf("%s imports %s: sandboxes know nothing of runs or agents", me, d)
-				}
-			case under(me, "agent"):
-				if inModule && (under(dep, "host") || under(dep, "sandbox/docker") || under(dep, "sandbox/local")) {
-					t.Errorf("%s imports %s: the agent sees sandboxes only through its Shell interface", me, d)
-				}
+				continue
 			}
-			if strings.HasPrefix(d, "github.com/docker/docker") && !under(me, "sandbox/docker") && !under(me, "cmd/proctor") {
-				if !directImport(t, pkg, "github.com/docker/docker") {
-					continue
-				}
-				t.Errorf("%s imports the Docker client directly: only sandbox/docker may", me)
-			}
-			if strings.HasPrefix(d, "github.com/openai/openai-go") && !under(me, "agent/openai") {
-				if !directImport(t, pkg, "github.com/openai/openai-go") {
-					continue
-				}
-				t.Errorf("%s imports openai-go directly: only agent/openai may", me)
-			}
-			if strings.HasPrefix(d, "oras.land/oras-go") && !under(me, "host/oci") {
-				if !directImport(t, pkg, "oras.land/oras-go") {
-					continue
-				}
-				t.Errorf("%s imports oras-go directly: only host/oci may", me)
-			}
+			checkModuleDep(t, me, own(d))
 		}
 	}
 }
+
+// checkModuleDep checks one dependency inside the module.
+func checkModuleDep(t *testing.T, me, dep string) {
+	if (under(me, "sdk") || under(me, "plugins")) && !under(dep, "sdk") {
+		t.Errorf("%s imports %s: plugins and the SDK may import only the standard library and sdk/...", me, dep)
+	}
+	for _, n := range never {
+		if !under(me, n.pkg) {
+			continue
+		}
+		for _, d := range n.deps {
+			if under(dep, d) && !under(dep, n.pkg) {
+				t.Errorf("%s imports %s: %s", me, dep, n.why)
+			}
+		}
+	}
+	if mine, ok := rank(me); ok {
+		if theirs, ok := rank(dep); ok && theirs >= mine {
+			t.Errorf("%s imports %s: inside host/ nothing imports upward (see hostRank)", me, dep)
+		}
+	}
+}
+
+// rank is a host package's rank; a test helper (NAME/NAMEtest) ranks just
+// above its package.
+func rank(pkg string) (float64, bool) {
+	if r, ok := hostRank[pkg]; ok {
+		return float64(r), true
+	}
+	parent, last := pkg[:max(strings.LastIndex(pkg, "/"), 0)], pkg[strings.LastIndex(pkg, "/")+1:]
+	if r, ok := hostRank[parent]; ok && strings.HasSuffix(last, "test") {
+		return float64(r) + 0.5, true
+	}
+	return 0, false
+}
+
+// checkClient: each third-party client has one importer (and
+// cmd/proctor, where it says so).
+func checkClient(t *testing.T, pkg, d string) {
+	me := own(pkg)
+	for _, c := range []struct {
+		prefix, owner string
+		wiring        bool // cmd/proctor may import it too
+	}{
+		{"github.com/docker/docker", "sandbox/docker", true},
+		{"github.com/openai/openai-go", "agent/openai", false},
+		{"oras.land/oras-go", "host/plugin/oci", false},
+	} {
+		if !strings.HasPrefix(d, c.prefix) || under(me, c.owner) || c.wiring && under(me, "cmd/proctor") {
+			continue
+		}
+		if directImport(t, pkg, c.prefix) {
+			t.Errorf("%s imports %s directly: only %s may", me, c.prefix, c.owner)
+		}
+	}
+}
+
+func std(p string) bool        { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") }
+func own(p string) string      { return strings.TrimPrefix(p, module+"/") }
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 func directImport(t *testing.T, pkg, prefix string) bool {
 	out, err := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", pkg).Output()

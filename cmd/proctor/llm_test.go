@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 

@@ -1,9 +1,10 @@
 // Command proctor runs LLM agents on sandboxed tasks and scores them.
 //
 // It is the only package that imports everything: it parses the command
-// line (kong), loads the run configuration and wires the plugin runtime, the
-// sandbox backend, the agent and the runner together. Errors map to the
-// documented exit codes in one place, exitCode.
+// line (kong), loads the run configuration, builds the parts of a run (the
+// sandbox backend, the environment and reward plugins, the agent) and hands
+// them to the run library, host/run, and prints what it reports. Errors map
+// to the documented exit codes in one place, exitCode.
 package main
 
 import (
@@ -18,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/proctor-dev/proctor/host/fault"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -136,32 +139,12 @@ func interruptContext(stderr io.Writer, note string) (context.Context, func()) {
 
 var errInterrupted = errors.New("interrupted")
 
-// usageError marks mistakes of the user: bad flags, config or references.
-type usageError struct {
-	err  error
-	hint string
-}
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-// infraError marks an unavailable dependency: engine, plugin, run directory.
-type infraError struct {
-	err  error
-	hint string
-}
-
-func (e *infraError) Error() string { return e.err.Error() }
-func (e *infraError) Unwrap() error { return e.err }
-
 // errSomeFailed is returned by eval when rollouts ended as infra_error; the
 // run itself completed and its report was printed.
 var errSomeFailed = errors.New("some rollouts ended as infra_error")
 
 // exitCode is the one place errors become exit codes.
 func exitCode(err error) int {
-	var ue *usageError
-	var ie *infraError
 	switch {
 	case err == nil:
 		return exitOK
@@ -169,12 +152,10 @@ func exitCode(err error) int {
 		return exitInterrupted
 	case errors.Is(err, errSomeFailed):
 		return exitRolloutsErr
-	case errors.As(err, &ue):
+	case fault.IsUsage(err):
 		return exitUsage
-	case errors.As(err, &ie):
-		return exitInfra
 	default:
-		return exitInfra
+		return exitInfra // fault.Infra, and whatever says nothing of itself
 	}
 }
 
@@ -183,16 +164,7 @@ func exitCode(err error) int {
 func printError(w io.Writer, err error) {
 	msg := strings.TrimSpace(err.Error())
 	fmt.Fprintf(w, "proctor: error: %s\n", msg)
-	var ue *usageError
-	var ie *infraError
-	hint := ""
-	switch {
-	case errors.As(err, &ue):
-		hint = ue.hint
-	case errors.As(err, &ie):
-		hint = ie.hint
-	}
-	if hint != "" {
+	if hint := fault.Hint(err); hint != "" {
 		fmt.Fprintf(w, "proctor: hint: %s\n", hint)
 	}
 }

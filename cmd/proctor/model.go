@@ -6,8 +6,9 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/scheduler"
 )
 
 // models builds the per-rollout model clients of the llm agent: one
@@ -15,7 +16,7 @@ import (
 // one retry budget per rollout. With [process] temperatures, attempt i samples at
 // temperatures[i % len]; with [model] send_seed, a rollout's requests carry
 // its seed. The key comes from the environment variable the config names.
-func models(c *config.Config, lim *openai.Limiter) (func(in host.AgentInput) agent.Model, error) {
+func models(c *config.Config, lim *openai.Limiter) (func(in scheduler.AgentInput) agent.Model, error) {
 	temps := []*float64{c.Model.Temperature}
 	if len(c.Process.Temperatures) > 0 {
 		temps = nil
@@ -31,7 +32,7 @@ func models(c *config.Config, lim *openai.Limiter) (func(in host.AgentInput) age
 		}
 		fs = append(fs, f)
 	}
-	return func(in host.AgentInput) agent.Model {
+	return func(in scheduler.AgentInput) agent.Model {
 		f := fs[in.Attempt%len(fs)]
 		if c.Model.SendSeed {
 			return f.NewSeeded(int64(in.Seed >> 1)) // a non-negative int64: what endpoints accept
@@ -45,7 +46,7 @@ func modelFactory(c *config.Config, temp *float64, lim *openai.Limiter) (*openai
 	if c.Model.APIKeyEnv != "" {
 		key = os.Getenv(c.Model.APIKeyEnv)
 		if key == "" {
-			return nil, &usageError{err: fmt.Errorf("model.api_key_env names %s, which is not set", c.Model.APIKeyEnv), hint: "export " + c.Model.APIKeyEnv + "=... before running"}
+			return nil, &fault.Usage{Err: fmt.Errorf("model.api_key_env names %s, which is not set", c.Model.APIKeyEnv), Hint: "export " + c.Model.APIKeyEnv + "=... before running"}
 		}
 	}
 	return openai.NewFactory(openai.Config{

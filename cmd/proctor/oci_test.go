@@ -14,10 +14,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/bundled"
-	"github.com/proctor-dev/proctor/host/oci/ocitest"
-	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/bundled"
+	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -64,8 +64,8 @@ func TestOCIPlugins(t *testing.T) {
 	if code, out := eval(tag, filepath.Join(dir, "bytag")); code != 0 {
 		t.Fatalf("eval by tag: exit %d\n%s", code, out)
 	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(dir, "bytag", results.ManifestFile))
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(dir, "bytag", rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Plugin.Digest != digest[1] || !strings.HasPrefix(man.Plugin.Source, "oci:") || man.Plugin.Name != "tb2" {
 		t.Fatalf("manifest plugin: %+v", man.Plugin)

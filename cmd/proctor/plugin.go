@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/oci"
-	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/host/env"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin"
+	"github.com/proctor-dev/proctor/host/plugin/oci"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -27,9 +30,9 @@ type pluginCmd struct {
 
 // checkReward scores a made-up rollout with a reward-only plugin: one
 // user message, one answer, a passed verdict.
-func checkReward(ctx context.Context, g *globals, c *config.Config, p *loadedPlugin) error {
+func checkReward(ctx context.Context, g *globals, c *config.Config, p *plugin.Loaded) error {
 	m := p.Manifest()
-	rp := &host.RewardPlugin{Name: m.Name, Weight: 1, Plugin: p.Plugin, Config: c.PluginConfig()}
+	rp := &env.Reward{Name: m.Name, Weight: 1, Wasm: p.Plugin, Config: c.PluginConfig()}
 	if slices.Contains(m.Capabilities, abi.OpModelComplete) {
 		fmt.Fprintf(g.stdout, "skip reward.score: the plugin needs model.complete; stack it in a run with a [model] to try it\n")
 		return nil
@@ -40,10 +43,10 @@ func checkReward(ctx context.Context, g *globals, c *config.Config, p *loadedPlu
 		fmt.Fprintf(g.stdout, "note model.complete is optional for this plugin and check serves no model: scored as if it were not granted; stack it in a run with a [model] to try the rest\n")
 	}
 	tr := []byte(`{"task_id":"check","prompt":"Say hello.","trajectory":{"agent":"llm","messages":[{"role":"user","content":"Say hello."},{"role":"assistant","content":"Hello."}],"turns":[{"index":0,"usage":{"prompt_tokens":10,"completion_tokens":2}}],"stop_reason":"done"}}`)
-	s := rp.Score(ctx, host.ScoreInput{Task: host.Task{ID: "check"}, Info: host.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
-		Verdict: host.Verdict{Reward: 1, Passed: true}})
+	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "check"}, Info: scheduler.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
+		Verdict: scheduler.Verdict{Reward: 1, Passed: true}})
 	if s.Error != "" {
-		return &usageError{err: fmt.Errorf("reward.score: %s", s.Error)}
+		return &fault.Usage{Err: fmt.Errorf("reward.score: %s", s.Error)}
 	}
 	fmt.Fprintf(g.stdout, "ok   reward.score on a sample rollout: reward %g, scores %v\n", s.Reward, s.Scores)
 	return nil
@@ -60,14 +63,14 @@ func (pc pushCmd) Run(g *globals) error {
 		return err
 	}
 	defer rt.Close(g.ctx)
-	f, err := readPlugin(g.ctx, pc.File, "") // a bundled name first, a path otherwise
+	f, err := plugins("").Read(g.ctx, pc.File) // a bundled name first, a path otherwise
 	if err != nil {
 		return err
 	}
-	b := f.wasm
+	b := f.Wasm
 	p, err := rt.Load(g.ctx, pc.File, b) // checks it is a plugin before it is shared
 	if err != nil {
-		return &usageError{err: err}
+		return &fault.Usage{Err: err}
 	}
 	m := p.Manifest()
 	digest, err := oci.New(filepath.Join(cacheDir(), "oci")).Push(g.ctx, pc.Ref, b, oci.Meta{
@@ -75,10 +78,10 @@ func (pc pushCmd) Run(g *globals) error {
 		Capabilities: append(slices.Clone(m.Capabilities), m.OptionalCapabilities...),
 	})
 	if errors.Is(err, oci.ErrUnreachable) {
-		return &infraError{err: err, hint: "check that the registry is up and reachable, and try again"}
+		return &fault.Infra{Err: err, Hint: "check that the registry is up and reachable, and try again"}
 	}
 	if err != nil {
-		return &usageError{err: err, hint: "check the reference and your credentials (docker login)"}
+		return &fault.Usage{Err: err, Hint: "check the reference and your credentials (docker login)"}
 	}
 	fmt.Fprintf(g.stdout, "pushed  %s %s\ndigest  %s\nsha256  %s\npin     plugin = \"oci://%s@%s\"\n", m.Name, m.Version, digest, p.SHA256(), repository(pc.Ref), digest)
 	return nil
@@ -105,17 +108,17 @@ func (pc pullCmd) Run(g *globals) error {
 	if !strings.HasPrefix(ref, oci.Scheme) {
 		ref = oci.Scheme + ref
 	}
-	f, err := readPlugin(g.ctx, ref, "")
+	f, err := plugins("").Read(g.ctx, ref)
 	if err != nil {
 		return err
 	}
-	m := f.pulled.Meta
+	m := f.Pulled.Meta
 	caps := strings.Join(m.Capabilities, ", ")
 	if caps == "" {
 		caps = "(none)"
 	}
 	fmt.Fprintf(g.stdout, "pulled  %s %s\nsource  %s\ndigest  %s\nsha256  %s\nabi     v%d\ncaps    %s\ncached  %s\npin     plugin = \"oci://%s@%s\"\n",
-		m.Name, m.Version, f.source, f.digest, f.sha256, m.ABI, caps, f.pulled.Path, repository(ref), f.digest)
+		m.Name, m.Version, f.Source, f.Digest, f.SHA256, m.ABI, caps, f.Pulled.Path, repository(ref), f.Digest)
 	return nil
 }
 
@@ -135,13 +138,13 @@ func (i inspectCmd) Run(g *globals) error {
 		return err
 	}
 	defer rt.Close(g.ctx)
-	p, err := loadPlugin(g.ctx, rt, i.Plugin, "", "")
+	p, err := plugins("").Load(g.ctx, rt, i.Plugin, "")
 	if err != nil {
 		return err
 	}
 	m := p.Manifest()
 	fmt.Fprintf(g.stdout, "name          %s\nversion       %s\nsource        %s\nsha256        %s\nabi           v%d\nhooks         %s\ncapabilities  %s\n",
-		m.Name, m.Version, p.source, p.SHA256(), m.ABI, strings.Join(m.Hooks, ", "), strings.Join(m.Capabilities, ", "))
+		m.Name, m.Version, p.Source, p.SHA256(), m.ABI, strings.Join(m.Hooks, ", "), strings.Join(m.Capabilities, ", "))
 	if len(m.OptionalCapabilities) > 0 {
 		fmt.Fprintf(g.stdout, "optional      %s (used only when granted)\n", strings.Join(m.OptionalCapabilities, ", "))
 	}
@@ -192,21 +195,21 @@ func (ch checkCmd) Run(g *globals) error {
 	}
 	tasks, skipped, err := env.Tasks(ctx)
 	if err != nil {
-		return &usageError{err: fmt.Errorf("tasks.load: %w", err)}
+		return &fault.Usage{Err: fmt.Errorf("tasks.load: %w", err)}
 	}
 	fmt.Fprintf(g.stdout, "ok   tasks.load: %d tasks, %d skipped\n", len(tasks), len(skipped))
 	for _, s := range skipped {
 		fmt.Fprintf(g.stdout, "     skipped %s: %s\n", s.ID, s.Reason)
 	}
 	if len(tasks) > 0 {
-		ro, err := env.NewRollout(ctx, tasks[0], host.RolloutInfo{RolloutID: host.RolloutID(tasks[0].ID, 0)})
+		ro, err := env.NewRollout(ctx, tasks[0], scheduler.RolloutInfo{RolloutID: scheduler.RolloutID(tasks[0].ID, 0)})
 		if err != nil {
-			return &infraError{err: err}
+			return &fault.Infra{Err: err}
 		}
 		defer ro.Close(ctx)
 		spec, err := ro.SandboxSpec(ctx)
 		if err != nil {
-			return &usageError{err: fmt.Errorf("rollout.sandbox for %s: %w", tasks[0].ID, err)}
+			return &fault.Usage{Err: fmt.Errorf("rollout.sandbox for %s: %w", tasks[0].ID, err)}
 		}
 		what := spec.Image
 		if what == "" || spec.ForceBuild {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
-	"github.com/proctor-dev/proctor/host/export"
-	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/export"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -48,7 +48,7 @@ func TestProcessGroups(t *testing.T) {
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	groups := lines(t, filepath.Join(out, groupsFile))
+	groups := lines(t, filepath.Join(out, rundir.GroupsFile))
 	if len(groups) != 1 {
 		t.Fatalf("%d groups", len(groups))
 	}
@@ -59,13 +59,108 @@ func TestProcessGroups(t *testing.T) {
 	if !slices.Equal(g.Scores, []float64{1, 0, 1}) || len(g.Tokens) != 3 || len(g.Masks) != 3 || len(g.Messages) != 3 || len(g.InferenceLogprobs) != 3 {
 		t.Fatalf("group: scores %v, %d token lists, %d mask lists", g.Scores, len(g.Tokens), len(g.Masks))
 	}
-	store, err := results.Open(out)
+	checkGroupTokens(t, out, g)
+	checkSampling(t, srv.Requests(), g)
+	if n := len(lines(t, filepath.Join(out, rundir.SFTFile))); n != 3 {
+		t.Errorf("%d SFT lines, want 3", n)
+	}
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
+	json.Unmarshal(b, &man)
+	if man.Process == nil || man.Process.Groups != 1 || man.Process.MessagesGroups != 0 || man.Process.Tokens != "exact" || man.Process.SFT != 3 {
+		t.Fatalf("manifest process: %+v", man.Process)
+	}
+
+	checkExports(t, out, groups[0])
+
+	// A kill after the group line but before its index entry, with a torn
+	// line after it: the resume cuts the tail and writes the group once.
+	idx := filepath.Join(out, rundir.IndexFile)
+	os.WriteFile(idx, nil, 0o644)
+	f, _ := os.OpenFile(filepath.Join(out, rundir.GroupsFile), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"tokens":[[1,2`)
+	f.Close()
+	stdout.Reset()
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, stderr.String())
+	}
+	if got := lines(t, filepath.Join(out, rundir.GroupsFile)); len(got) != 1 || got[0] != groups[0] {
+		t.Fatalf("after resume: %d groups", len(got))
+	}
+	if n := len(lines(t, filepath.Join(out, rundir.SFTFile))); n != 3 {
+		t.Errorf("after resume: %d SFT lines", n)
+	}
+	if len(srv.Requests()) != 5 {
+		t.Errorf("the resume ran rollouts again: %d requests", len(srv.Requests()))
+	}
+}
+
+// checkOneGroupPerTask: each of the tasks t0, t1, ... of the run in out
+// has its group once in groups.messages.jsonl, made of its own two
+// rollouts, and one entry in process.jsonl.
+func checkOneGroupPerTask(t *testing.T, out string, tasks int) {
+	t.Helper()
+	// Each task's group once, made of that task's two rollouts: a group
+	// written twice and another lost would leave the count right.
+	groups := lines(t, filepath.Join(out, rundir.MessagesFile))
+	owners := map[string]int{}
+	for _, g := range groups {
+		var sg export.MessagesGroup
+		if err := json.Unmarshal([]byte(g), &sg); err != nil || len(sg.Scores) != 2 || len(sg.Messages) != 2 {
+			t.Fatalf("bad group line: %v %s", err, g)
+		}
+		var ids []string
+		for _, msgs := range sg.Messages {
+			task := ""
+			for _, m := range msgs {
+				if sub := regexp.MustCompile(`"(t\d)"`).FindStringSubmatch(m.Content); m.Role == "user" && sub != nil {
+					task = sub[1]
+				}
+			}
+			ids = append(ids, task)
+		}
+		if ids[0] == "" || ids[0] != ids[1] {
+			t.Fatalf("a group of rollouts of tasks %v", ids)
+		}
+		owners[ids[0]]++
+	}
+	for i := range tasks {
+		if id := fmt.Sprintf("t%d", i); owners[id] != 1 {
+			t.Errorf("task %s has %d groups, want 1 (groups by task: %v)", id, owners[id], owners)
+		}
+	}
+	if len(groups) != tasks {
+		t.Errorf("%d groups after the resume, want %d", len(groups), tasks)
+	}
+	entries := map[string]int{}
+	for _, l := range lines(t, filepath.Join(out, rundir.IndexFile)) {
+		var e struct {
+			TaskID string `json:"task_id"`
+		}
+		json.Unmarshal([]byte(l), &e)
+		entries[e.TaskID]++
+	}
+	if len(entries) != tasks {
+		t.Errorf("process.jsonl entries by task: %v", entries)
+	}
+	for id, n := range entries {
+		if n != 1 {
+			t.Errorf("task %s has %d entries in process.jsonl", id, n)
+		}
+	}
+}
+
+// checkGroupTokens checks the group g of the run in out against each
+// rollout's transcript (see checkAlignment).
+func checkGroupTokens(t *testing.T, out string, g export.ScoredDataGroup) {
+	t.Helper()
+	store, err := rundir.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs := store.Records()
 	store.Close()
-	slices.SortFunc(recs, func(a, b results.Record) int { return a.Attempt - b.Attempt })
+	slices.SortFunc(recs, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
 	for i, rec := range recs {
 		tr, err := export.ReadTrajectory(filepath.Join(out, rec.Transcript))
 		if err != nil {
@@ -73,8 +168,14 @@ func TestProcessGroups(t *testing.T) {
 		}
 		checkAlignment(t, i, tr, g.Tokens[i], g.Masks[i], g.InferenceLogprobs[i])
 	}
+}
+
+// checkSampling: attempts 0, 1, 2 sample at 0.5, 1.0, 0.5 with a seed of
+// their own, and the group tells the trainer each rollout's temperature.
+func checkSampling(t *testing.T, reqs []openaitest.Request, g export.ScoredDataGroup) {
+	t.Helper()
 	var temps, seeds []float64
-	for _, r := range srv.Requests() {
+	for _, r := range reqs {
 		temps = append(temps, r.Body["temperature"].(float64))
 		seed, _ := r.Body["seed"].(float64)
 		seeds = append(seeds, seed)
@@ -95,22 +196,18 @@ func TestProcessGroups(t *testing.T) {
 	if seeds[0] == 0 || seeds[0] != seeds[1] || seeds[3] != seeds[4] || seeds[0] == seeds[2] || seeds[0] == seeds[3] || seeds[2] == seeds[3] {
 		t.Errorf("seeds by request %v: one per rollout, different between attempts", seeds)
 	}
-	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
-		t.Errorf("%d SFT lines, want 3", n)
-	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
-	json.Unmarshal(b, &man)
-	if man.Process == nil || man.Process.Groups != 1 || man.Process.MessagesGroups != 0 || man.Process.Tokens != "exact" || man.Process.SFT != 3 {
-		t.Fatalf("manifest process: %+v", man.Process)
-	}
+}
 
-	// export makes the same group from the finished run, and ATIF files.
+// checkExports: export makes the same group from the finished run in
+// out, and ATIF files.
+func checkExports(t *testing.T, out, group string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
 	exported := filepath.Join(t.TempDir(), "groups.jsonl")
 	if code := run([]string{"export", out, "--format", "atropos", "-o", exported}, &stdout, &stderr); code != 0 {
 		t.Fatalf("export: exit %d\n%s", code, stderr.String())
 	}
-	if got := lines(t, exported); len(got) != 1 || got[0] != groups[0] {
+	if got := lines(t, exported); len(got) != 1 || got[0] != group {
 		t.Errorf("export atropos differs from the process run's group")
 	}
 	atif := filepath.Join(t.TempDir(), "atif")
@@ -125,31 +222,11 @@ func TestProcessGroups(t *testing.T) {
 		SchemaVersion string           `json:"schema_version"`
 		Steps         []map[string]any `json:"steps"`
 	}
-	b, _ = os.ReadFile(docs[0])
+	b, _ := os.ReadFile(docs[0])
 	if err := json.Unmarshal(b, &doc); err != nil || doc.SchemaVersion != "ATIF-v1.7" || len(doc.Steps) < 3 {
 		t.Errorf("ATIF document: %v %s", err, b)
 	}
 
-	// A kill after the group line but before its index entry, with a torn
-	// line after it: the resume cuts the tail and writes the group once.
-	idx := filepath.Join(out, indexFile)
-	os.WriteFile(idx, nil, 0o644)
-	f, _ := os.OpenFile(filepath.Join(out, groupsFile), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"tokens":[[1,2`)
-	f.Close()
-	stdout.Reset()
-	if code := run(args, &stdout, &stderr); code != 0 {
-		t.Fatalf("resume: exit %d\n%s", code, stderr.String())
-	}
-	if got := lines(t, filepath.Join(out, groupsFile)); len(got) != 1 || got[0] != groups[0] {
-		t.Fatalf("after resume: %d groups", len(got))
-	}
-	if n := len(lines(t, filepath.Join(out, sftFile))); n != 3 {
-		t.Errorf("after resume: %d SFT lines", n)
-	}
-	if len(srv.Requests()) != 5 {
-		t.Errorf("the resume ran rollouts again: %d requests", len(srv.Requests()))
-	}
 }
 
 // checkAlignment: tokens are the last turn's prompt and completion ids;
@@ -219,15 +296,15 @@ func TestProcessWithoutTokens(t *testing.T) {
 	if code := run(append(base, "--out", out), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	if b, err := os.ReadFile(filepath.Join(out, groupsFile)); err != nil || len(b) != 0 {
-		t.Fatalf("%s must hold only groups with exact tokens: %v %q", groupsFile, err, b)
+	if b, err := os.ReadFile(filepath.Join(out, rundir.GroupsFile)); err != nil || len(b) != 0 {
+		t.Fatalf("%s must hold only groups with exact tokens: %v %q", rundir.GroupsFile, err, b)
 	}
-	groups := lines(t, filepath.Join(out, messagesFile))
+	groups := lines(t, filepath.Join(out, rundir.MessagesFile))
 	if len(groups) != 2 || strings.Contains(groups[0], `"tokens"`) || !strings.Contains(groups[0], `"messages"`) {
 		t.Fatalf("groups without token ids: %v", groups)
 	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Process == nil || man.Process.Tokens != "none" || man.Process.Groups != 0 || man.Process.MessagesGroups != 2 || len(man.Process.NoTokens) == 0 {
 		t.Fatalf("manifest process: %+v", man.Process)
@@ -238,9 +315,9 @@ func TestProcessWithoutTokens(t *testing.T) {
 	if code := run(append(base, "--set", "process.drop_equal_scores=true", "--out", out2), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
-	b, _ = os.ReadFile(filepath.Join(out2, messagesFile))
-	man = Manifest{}
-	mb, _ := os.ReadFile(filepath.Join(out2, results.ManifestFile))
+	b, _ = os.ReadFile(filepath.Join(out2, rundir.MessagesFile))
+	man = rundir.Manifest{}
+	mb, _ := os.ReadFile(filepath.Join(out2, rundir.ManifestFile))
 	json.Unmarshal(mb, &man)
 	if len(b) != 0 || man.Process.Dropped[export.DropEqualScores] != 2 || man.Process.SFT != 4 {
 		t.Fatalf("drop_equal_scores: groups %q, manifest %+v", b, man.Process)
@@ -273,19 +350,19 @@ func TestKillProcessAndResume(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	// The replay agent records no token ids: every group goes to
 	// groups.messages.jsonl.
-	for time.Now().Before(deadline) && countLines(filepath.Join(out, messagesFile)) < 1 {
+	for time.Now().Before(deadline) && countLines(filepath.Join(out, rundir.MessagesFile)) < 1 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if n := countLines(filepath.Join(out, messagesFile)); n == 0 || n >= 6 {
+	if n := countLines(filepath.Join(out, rundir.MessagesFile)); n == 0 || n >= 6 {
 		t.Fatalf("killed with %d of 6 groups written; want some but not all", n)
 	}
 	if b, err := exec.Command(bin, "process", filepath.Join(dir, "run.toml"), "--out", out).CombinedOutput(); err != nil {
 		t.Fatalf("resume: %v\n%s", err, b)
 	}
 	seen := map[string]int{}
-	for _, l := range lines(t, filepath.Join(out, sftFile)) {
+	for _, l := range lines(t, filepath.Join(out, rundir.SFTFile)) {
 		var r struct {
 			TaskID  string `json:"task_id"`
 			Attempt int    `json:"attempt"`
@@ -303,67 +380,5 @@ func TestKillProcessAndResume(t *testing.T) {
 			t.Errorf("%s written %d times", id, n)
 		}
 	}
-	// Each task's group once, made of that task's two rollouts: a group
-	// written twice and another lost would leave the count right.
-	groups := lines(t, filepath.Join(out, messagesFile))
-	owners := map[string]int{}
-	for _, g := range groups {
-		var sg export.MessagesGroup
-		if err := json.Unmarshal([]byte(g), &sg); err != nil || len(sg.Scores) != 2 || len(sg.Messages) != 2 {
-			t.Fatalf("bad group line: %v %s", err, g)
-		}
-		var tasks []string
-		for _, msgs := range sg.Messages {
-			task := ""
-			for _, m := range msgs {
-				if sub := regexp.MustCompile(`"(t\d)"`).FindStringSubmatch(m.Content); m.Role == "user" && sub != nil {
-					task = sub[1]
-				}
-			}
-			tasks = append(tasks, task)
-		}
-		if tasks[0] == "" || tasks[0] != tasks[1] {
-			t.Fatalf("a group of rollouts of tasks %v", tasks)
-		}
-		owners[tasks[0]]++
-	}
-	for i := range 6 {
-		if id := fmt.Sprintf("t%d", i); owners[id] != 1 {
-			t.Errorf("task %s has %d groups, want 1 (groups by task: %v)", id, owners[id], owners)
-		}
-	}
-	if len(groups) != 6 {
-		t.Errorf("%d groups after the resume, want 6", len(groups))
-	}
-	entries := map[string]int{}
-	for _, l := range lines(t, filepath.Join(out, indexFile)) {
-		var e indexEntry
-		json.Unmarshal([]byte(l), &e)
-		entries[e.TaskID]++
-	}
-	if len(entries) != 6 {
-		t.Errorf("process.jsonl entries by task: %v", entries)
-	}
-	for id, n := range entries {
-		if n != 1 {
-			t.Errorf("task %s has %d entries in process.jsonl", id, n)
-		}
-	}
-}
-
-// FuzzReadIndex: a torn or garbled process.jsonl never yields an offset
-// past a whole line.
-func FuzzReadIndex(f *testing.F) {
-	f.Add([]byte(`{"task_id":"a","groups_end":10,"sft_end":20}` + "\n" + `{"task_id":"b","gro`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		p := filepath.Join(t.TempDir(), "i")
-		os.WriteFile(p, b, 0o644)
-		fh, _ := os.Open(p)
-		defer fh.Close()
-		n := 0
-		good, err := readIndex(fh, func(indexEntry) { n++ })
-		if err != nil || good > int64(len(b)) || good > 0 && b[good-1] != '\n' || strings.Count(string(b[:good]), "\n") != n {
-			t.Fatalf("good %d, %d entries, err %v", good, n, err)
-		}
-	})
+	checkOneGroupPerTask(t, out, 6)
 }

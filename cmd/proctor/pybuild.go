@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/python"
 )
 
@@ -22,14 +23,14 @@ type buildCmd struct {
 func (b buildCmd) Run(g *globals) error {
 	rt, err := python.LoadRuntime(b.Runtime)
 	if errors.Is(err, python.ErrNoRuntime) {
-		return &usageError{err: err, hint: "build it once on this machine with make python-runtime (from proctor's source tree), or name one with --runtime"}
+		return &fault.Usage{Err: err, Hint: "build it once on this machine with make python-runtime (from proctor's source tree), or name one with --runtime"}
 	}
 	if err != nil {
-		return &usageError{err: err}
+		return &fault.Usage{Err: err}
 	}
 	wasm, err := python.Build(rt, b.Source, python.Options{Entry: b.Entry})
 	if err != nil {
-		return &usageError{err: err}
+		return &fault.Usage{Err: err}
 	}
 	out := b.Output
 	if out == "" {
@@ -43,18 +44,18 @@ func (b buildCmd) Run(g *globals) error {
 	hint := "fix the plugin; its native tests (proctor.testing) run the same code under your CPython"
 	p, err := wr.Load(g.ctx, out, wasm)
 	if err != nil {
-		return &usageError{err: err, hint: hint}
+		return &fault.Usage{Err: err, Hint: hint}
 	}
 	// Start it once here and keep that memory: every instance starts there.
 	image, err := p.Snapshot(g.ctx, python.InitHook)
 	if err != nil {
-		return &usageError{err: err, hint: hint}
+		return &fault.Usage{Err: err, Hint: hint}
 	}
 	wasm = python.WithImage(wasm, image)
 	if p, err = wr.Load(g.ctx, out, wasm); err != nil {
-		return &usageError{err: err, hint: hint}
+		return &fault.Usage{Err: err, Hint: hint}
 	}
-	if err := results.WriteFileAtomic(out, wasm); err != nil {
+	if err := rundir.WriteFileAtomic(out, wasm); err != nil {
 		return err
 	}
 	m := p.Manifest()

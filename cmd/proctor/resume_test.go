@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/rundir"
 )
 
 // TestResumeRefusesOtherPlugins: a run resumed with other plugin bytes
@@ -50,8 +50,8 @@ func TestResumeRefusesOtherPlugins(t *testing.T) {
 	if code, o := eval(config(example, stats), "--set", "run.attempts=1"); code != 0 {
 		t.Fatalf("first run: exit %d\n%s", code, o)
 	}
-	manifest, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
-	lines := countLines(filepath.Join(out, results.ResultsFile))
+	manifest, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
+	lines := countLines(filepath.Join(out, rundir.ResultsFile))
 
 	for _, tc := range []struct{ name, env, reward, want string }{
 		{"env", rebuilt, stats, `the [env] plugin example has sha256 ` + sha256File(t, rebuilt) + `, but the run recorded sha256 ` + sha256File(t, example)},
@@ -61,10 +61,10 @@ func TestResumeRefusesOtherPlugins(t *testing.T) {
 		if code != exitUsage || !strings.Contains(o, tc.want) || !strings.Contains(o, "write to a new --out") {
 			t.Errorf("resume with another %s plugin: exit %d, want %d and %q\n%s", tc.name, code, exitUsage, tc.want, o)
 		}
-		if n := countLines(filepath.Join(out, results.ResultsFile)); n != lines {
+		if n := countLines(filepath.Join(out, rundir.ResultsFile)); n != lines {
 			t.Errorf("resume with another %s plugin ran rollouts: %d lines, want %d", tc.name, n, lines)
 		}
-		if b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile)); !bytes.Equal(b, manifest) {
+		if b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile)); !bytes.Equal(b, manifest) {
 			t.Errorf("resume with another %s plugin rewrote the manifest", tc.name)
 		}
 	}
@@ -73,10 +73,10 @@ func TestResumeRefusesOtherPlugins(t *testing.T) {
 	if code, o := eval(config(example, stats)); code != 0 {
 		t.Fatalf("resume with the same plugins: exit %d\n%s", code, o)
 	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
-	if n := countLines(filepath.Join(out, results.ResultsFile)); n != 2 || man.Plugin.SHA256 != sha256File(t, example) || len(man.ResumedAt) != 1 {
+	if n := countLines(filepath.Join(out, rundir.ResultsFile)); n != 2 || man.Plugin.SHA256 != sha256File(t, example) || len(man.ResumedAt) != 1 {
 		t.Errorf("after the resume: %d results, manifest %+v", n, man)
 	}
 }

@@ -10,22 +10,25 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
-	"github.com/proctor-dev/proctor/host"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/host/env"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
 // plugin runtime, and describes them for the manifest. Judges' requests go
 // through lim, the run's limiter, with the agent's.
-func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]host.Scorer, []PluginInfo, error) {
-	var scorers []host.Scorer
-	var infos []PluginInfo
+func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]scheduler.Scorer, []rundir.PluginInfo, error) {
+	var scorers []scheduler.Scorer
+	var infos []rundir.PluginInfo
 	names := map[string]bool{}
 	for i, rw := range c.Reward {
 		key := fmt.Sprintf("[[reward]] %d (%s)", i+1, rw.Plugin)
-		p, err := loadPlugin(ctx, rt, rw.Plugin, rw.SHA256, c.BaseDir)
+		p, err := plugins(c.BaseDir).Load(ctx, rt, rw.Plugin, rw.SHA256)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
@@ -34,16 +37,16 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			rw.Name = m.Name // the plugin's own name unless the table names it
 		}
 		if names[rw.Name] {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: another [[reward]] is already named %q", key, rw.Name), hint: "set name = \"...\" in one of them"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: another [[reward]] is already named %q", key, rw.Name), Hint: "set name = \"...\" in one of them"}
 		}
 		names[rw.Name] = true
 		if !slices.Contains(m.Hooks, abi.HookReward) {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), Hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
 		}
 		if err := p.Grant(rw.Grants); err != nil {
-			return nil, nil, &usageError{err: fmt.Errorf("%s: %w", key, err), hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: %w", key, err), Hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
 		}
-		sp := &host.RewardPlugin{Name: rw.Name, Weight: *rw.Weight, Plugin: p.Plugin, Config: c.RewardConfig(i),
+		sp := &env.Reward{Name: rw.Name, Weight: *rw.Weight, Wasm: p.Plugin, Config: c.RewardConfig(i),
 			Info: abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
 		if slices.Contains(rw.Grants, abi.OpModelComplete) {
 			complete, err := judgeModel(c, lim)
@@ -53,7 +56,7 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			sp.Complete = complete
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, PluginInfo{Name: rw.Name, Version: m.Version, SHA256: p.SHA256(), Source: p.source, Digest: p.digest})
+		infos = append(infos, pluginInfo(rw.Name, p))
 	}
 	return scorers, infos, nil
 }
@@ -74,16 +77,11 @@ func grantsWith(granted, declared []string) string {
 	return "grants = [" + strings.Join(q, ", ") + "]"
 }
 
-// judged reports whether a [[reward]] plugin is granted the run's model.
-func judged(c *config.Config) bool {
-	return slices.ContainsFunc(c.Reward, func(rw config.Reward) bool { return slices.Contains(rw.Grants, abi.OpModelComplete) })
-}
-
 // judgeModel serves model.complete with the run's [model]: its endpoint,
 // key, limiter and retries, one retry budget per call.
 func judgeModel(c *config.Config, lim *openai.Limiter) (func(context.Context, abi.ModelRequest) (abi.ModelResponse, error), error) {
 	if c.Model.Name == "" || c.Model.BaseURL == "" {
-		return nil, &usageError{err: errors.New("model.complete is granted but [model] has no name or base_url"), hint: "set [model] name and base_url: judges use the run's model client"}
+		return nil, &fault.Usage{Err: errors.New("model.complete is granted but [model] has no name or base_url"), Hint: "set [model] name and base_url: judges use the run's model client"}
 	}
 	f, err := modelFactory(c, c.Model.Temperature, lim)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/results"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -78,7 +78,7 @@ plugin = %q
 name = "trap"
 `, filepath.Join(root, "testdata/scripts/hello-file.json"), srv.URL(), wasmtest.Build(t, "./plugins/tb2"),
 		filepath.Join(root, "testdata/tb2/tasks"), wasmtest.Build(t, "./plugins/judge"), wasmtest.Build(t, "./plugins/toolstats"),
-		wasmtest.Build(t, "./host/testdata/badreward"))), 0o644)
+		wasmtest.Build(t, "./host/env/testdata/badreward"))), 0o644)
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != 0 {
@@ -88,7 +88,7 @@ name = "trap"
 		!strings.Contains(stdout.String(), "reward     judge: mean 0.800 over 2 rollouts, 0 errors; 200 tokens in, 40 out\n") {
 		t.Errorf("the report does not sum up the stacked rewards:\n%s", stdout.String())
 	}
-	store, err := results.Open(out)
+	store, err := rundir.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +97,29 @@ name = "trap"
 	if len(recs) != 2 {
 		t.Fatalf("%d records", len(recs))
 	}
+	checkStackedScores(t, recs)
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
+	json.Unmarshal(b, &man)
+	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
+		t.Errorf("manifest rewards: %+v", man.Rewards)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || reqs[0].Auth != "Bearer sk-judge-test-secret" || !strings.Contains(fmt.Sprint(reqs[0].Body["messages"]), "Was the agent direct?") {
+		t.Errorf("judge requests: %+v", reqs)
+	}
+	if bytes.Contains(b, []byte("sk-judge")) {
+		t.Error("the key reached the manifest")
+	}
+}
+
+// checkStackedScores: each rollout has the judge's, toolstats' and the
+// trap's scores, and the combined reward is their weighted sum with the
+// verifier's.
+func checkStackedScores(t *testing.T, recs []rundir.Record) {
+	t.Helper()
 	for _, rec := range recs {
-		if rec.Outcome != results.OutcomePassed || rec.VerifierReward == nil || *rec.VerifierReward != 1 || len(rec.Rewards) != 3 {
+		if rec.Outcome != rundir.OutcomePassed || rec.VerifierReward == nil || *rec.VerifierReward != 1 || len(rec.Rewards) != 3 {
 			t.Fatalf("%s: %+v", rec.RolloutID, rec)
 		}
 		judge, stats, trap := rec.Rewards[0], rec.Rewards[1], rec.Rewards[2]
@@ -114,19 +135,6 @@ name = "trap"
 		if want := 1 + 0.5*0.8 + 0.25*1; rec.Reward != want {
 			t.Errorf("combined reward %v, want %v", rec.Reward, want)
 		}
-	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
-	json.Unmarshal(b, &man)
-	if len(man.Rewards) != 3 || man.Rewards[1].Name != "toolstats" || len(man.Rewards[1].SHA256) != 64 {
-		t.Errorf("manifest rewards: %+v", man.Rewards)
-	}
-	reqs := srv.Requests()
-	if len(reqs) != 2 || reqs[0].Auth != "Bearer sk-judge-test-secret" || !strings.Contains(fmt.Sprint(reqs[0].Body["messages"]), "Was the agent direct?") {
-		t.Errorf("judge requests: %+v", reqs)
-	}
-	if bytes.Contains(b, []byte("sk-judge")) {
-		t.Error("the key reached the manifest")
 	}
 }
 
@@ -184,13 +192,13 @@ func TestJudgeLocal(t *testing.T) {
 	if code := run([]string{"eval", writeConfig(`["host.info", "model.complete"]`), "--out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
-	var man Manifest
-	b, _ := os.ReadFile(filepath.Join(out, results.ManifestFile))
+	var man rundir.Manifest
+	b, _ := os.ReadFile(filepath.Join(out, rundir.ManifestFile))
 	json.Unmarshal(b, &man)
 	if man.Model["name"] != "judge-model" || man.Model["base_url"] != srv.URL() {
 		t.Errorf("manifest model: %v", man.Model)
 	}
-	recs, err := results.Read(out)
+	recs, err := rundir.Read(out)
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("%d records: %v", len(recs), err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/python"
 )

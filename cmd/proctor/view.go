@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
 type viewCmd struct {
@@ -24,8 +25,8 @@ type viewCmd struct {
 }
 
 func (v viewCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(v.Dir, results.ResultsFile)); err != nil {
-		return &usageError{err: fmt.Errorf("%s has no %s", v.Dir, results.ResultsFile), hint: "give the directory a run wrote (runs/<name>)"}
+	if _, err := os.Stat(filepath.Join(v.Dir, rundir.ResultsFile)); err != nil {
+		return &fault.Usage{Err: fmt.Errorf("%s has no %s", v.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
 	}
 	ln, err := listenView(v.Addr, v.AllowRemote)
 	if err != nil {
@@ -40,15 +41,15 @@ func (v viewCmd) Run(g *globals) error {
 func listenView(addr string, allowRemote bool) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, &usageError{err: fmt.Errorf("--addr %q: %w", addr, err), hint: "give HOST:PORT, such as 127.0.0.1:8080"}
+		return nil, &fault.Usage{Err: fmt.Errorf("--addr %q: %w", addr, err), Hint: "give HOST:PORT, such as 127.0.0.1:8080"}
 	}
 	if !allowRemote && !isLoopback(host) {
-		return nil, &usageError{err: fmt.Errorf("--addr %s is not a loopback address", addr),
-			hint: "use 127.0.0.1:PORT, or add --allow-remote to serve the run's transcripts to the network"}
+		return nil, &fault.Usage{Err: fmt.Errorf("--addr %s is not a loopback address", addr),
+			Hint: "use 127.0.0.1:PORT, or add --allow-remote to serve the run's transcripts to the network"}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, &infraError{err: fmt.Errorf("listen on %s: %w", addr, err)}
+		return nil, &fault.Infra{Err: fmt.Errorf("listen on %s: %w", addr, err)}
 	}
 	return ln, nil
 }
@@ -114,7 +115,7 @@ func serveView(ctx context.Context, ln net.Listener, h http.Handler) error {
 		srv.Shutdown(sctx)
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return &infraError{err: err}
+		return &fault.Infra{Err: err}
 	}
 	return nil
 }

@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/report"
-	"github.com/proctor-dev/proctor/host/results"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
 // newRunDir writes a run directory with n rollouts, finished or not.
 func newRunDir(t *testing.T, n int, finished bool) string {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,22 +33,22 @@ func newRunDir(t *testing.T, n int, finished bool) string {
 	return dir
 }
 
-func addRollout(t *testing.T, store *results.Store, attempt int) {
+func addRollout(t *testing.T, store *rundir.Store, attempt int) {
 	t.Helper()
-	if err := store.Append(results.Record{RolloutID: "hello#" + string(rune('0'+attempt)), TaskID: "hello", Attempt: attempt,
-		Outcome: results.OutcomePassed, Reward: 1, Phases: map[string]float64{"agent": 1}}); err != nil {
+	if err := store.Append(rundir.Record{RolloutID: "hello#" + string(rune('0'+attempt)), TaskID: "hello", Attempt: attempt,
+		Outcome: rundir.OutcomePassed, Reward: 1, Phases: map[string]float64{"agent": 1}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func writeManifest(t *testing.T, dir string, finished bool) {
 	t.Helper()
-	m := Manifest{RunID: "r-1", Name: "view-test", StartedAt: time.Now().UTC()}
+	m := rundir.Manifest{RunID: "r-1", Name: "view-test", StartedAt: time.Now().UTC()}
 	if finished {
 		now := time.Now().UTC()
 		m.FinishedAt = &now
 	}
-	if err := results.WriteJSONAtomic(filepath.Join(dir, results.ManifestFile), m); err != nil {
+	if err := rundir.WriteJSONAtomic(filepath.Join(dir, rundir.ManifestFile), m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -88,7 +88,7 @@ func TestViewFollowsARunInProgress(t *testing.T) {
 	}
 
 	// The run goes on: the next request sees the new rollout.
-	store, err := results.Open(dir)
+	store, err := rundir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/proctor-dev/proctor/sdk/sdktest"
 )
 
-// The same plugin runs under the real host in host/wasm's tests; here its
+// The same plugin runs under the real host in host/plugin/wasm's tests; here its
 // logic runs natively against the emulated host.
 func TestExampleNatively(t *testing.T) {
 	h := sdktest.New(t)

@@ -95,49 +95,11 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 	start := time.Now()
 	s.seq++
 	id := s.seq
-
-	var b strings.Builder
-	if !o.Fresh && (o.Workdir != "" || len(o.Env) > 0) {
-		// A per-call directory or environment must not leak into the shell.
-		b.WriteString("__proctor_keep=1\n")
+	script, err := commandScript(cmd, o)
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
-		if !validName(k) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(o.Env[k], 0) >= 0 {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: environment variable %s contains a NUL byte", k)
-		}
-		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
-	}
-	if o.Workdir != "" {
-		fmt.Fprintf(&b, "cd %s || exit 1\n", Quote(o.Workdir))
-	}
-	b.WriteString(cmd)
-	b.WriteString("\n")
-	script := b.String()
-
-	maxOut := o.MaxOutput
-	if maxOut <= 0 {
-		maxOut = sandbox.DefaultMaxOutput
-	}
-	var req strings.Builder
-	if maxOut != s.cap {
-		fmt.Fprintf(&req, "CAP %d\n", maxOut)
-		s.cap = maxOut
-	}
-	tmo := o.Timeout.Milliseconds()
-	if o.Timeout > 0 && tmo == 0 {
-		tmo = 1
-	}
-	fresh := ""
-	if o.Fresh {
-		fresh = " F"
-	}
-	fmt.Fprintf(&req, "RUN %d %d %d %d%s\n", id, tmo, len(script), len(o.Stdin), fresh)
-	req.WriteString(script)
-	req.Write(o.Stdin)
-	if _, err := io.WriteString(s.t.Stdin, req.String()); err != nil {
+	if _, err := io.WriteString(s.t.Stdin, s.request(id, script, o)); err != nil {
 		return sandbox.ExecResult{}, s.fail(fmt.Errorf("send command: %v: %w", err, sandbox.ErrGone))
 	}
 
@@ -169,6 +131,73 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 	})
 	defer watchdog()
 
+	res, err := s.await(ctx, id, &pgid)
+	if err != nil {
+		return res, err
+	}
+	res.Duration = time.Since(start)
+	if ctx.Err() != nil && !res.TimedOut {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// commandScript is what the controller runs for cmd: the per-call
+// environment and directory, then the command.
+func commandScript(cmd string, o sandbox.ExecOptions) (string, error) {
+	var b strings.Builder
+	if !o.Fresh && (o.Workdir != "" || len(o.Env) > 0) {
+		// A per-call directory or environment must not leak into the shell.
+		b.WriteString("__proctor_keep=1\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		if !validName(k) {
+			return "", fmt.Errorf("exec: invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(o.Env[k], 0) >= 0 {
+			return "", fmt.Errorf("exec: environment variable %s contains a NUL byte", k)
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", k, Quote(o.Env[k]))
+	}
+	if o.Workdir != "" {
+		fmt.Fprintf(&b, "cd %s || exit 1\n", Quote(o.Workdir))
+	}
+	b.WriteString(cmd)
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+// request is the controller's request to run script as call id: the
+// output cap when it changed, then RUN with the timeout, sizes and
+// freshness, the script and the stdin.
+func (s *Shell) request(id int, script string, o sandbox.ExecOptions) string {
+	maxOut := o.MaxOutput
+	if maxOut <= 0 {
+		maxOut = sandbox.DefaultMaxOutput
+	}
+	var req strings.Builder
+	if maxOut != s.cap {
+		fmt.Fprintf(&req, "CAP %d\n", maxOut)
+		s.cap = maxOut
+	}
+	tmo := o.Timeout.Milliseconds()
+	if o.Timeout > 0 && tmo == 0 {
+		tmo = 1
+	}
+	fresh := ""
+	if o.Fresh {
+		fresh = " F"
+	}
+	fmt.Fprintf(&req, "RUN %d %d %d %d%s\n", id, tmo, len(script), len(o.Stdin), fresh)
+	req.WriteString(script)
+	req.Write(o.Stdin)
+	return req.String()
+}
+
+// await reads the controller's replies to call id: START, with the
+// command's process group (stored in pgid, and killed at once when ctx
+// has ended), then DONE with the exit status and the output.
+func (s *Shell) await(ctx context.Context, id int, pgid *atomic.Int64) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
 	for {
 		line, err := s.readLine()
@@ -213,10 +242,6 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 			return res, err
 		}
 		res.Stdout, res.Stderr, res.Truncated = out, errs, tout || terr
-		res.Duration = time.Since(start)
-		if ctx.Err() != nil && !res.TimedOut {
-			return res, ctx.Err()
-		}
 		return res, nil
 	}
 }
@@ -225,7 +250,7 @@ func (s *Shell) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sa
 // (max < 0 when there is none), asked of the controller without a fork, so
 // it answers even when the sandbox has no process slot left.
 func (s *Shell) Stat(ctx context.Context) (pids, max int64, err error) {
-	f, err := s.request(ctx, "STAT\n", "STAT", 4)
+	f, err := s.control(ctx, "STAT\n", "STAT", 4)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -243,7 +268,7 @@ func (s *Shell) Signal(ctx context.Context, sig, pid int) error {
 	if pid < 2 {
 		return fmt.Errorf("signal: refusing pid %d", pid)
 	}
-	f, err := s.request(ctx, fmt.Sprintf("SIG %d %d\n", sig, pid), "SIG", 3)
+	f, err := s.control(ctx, fmt.Sprintf("SIG %d %d\n", sig, pid), "SIG", 3)
 	if err != nil {
 		return err
 	}
@@ -253,9 +278,9 @@ func (s *Shell) Signal(ctx context.Context, sig, pid int) error {
 	return nil
 }
 
-// request sends one control line and reads the reply frame of the given
+// control sends one control line and reads the reply frame of the given
 // kind with n fields.
-func (s *Shell) request(ctx context.Context, line, kind string, n int) ([]string, error) {
+func (s *Shell) control(ctx context.Context, line, kind string, n int) ([]string, error) {
 	if s.closed.Load() {
 		return nil, sandbox.ErrClosed
 	}

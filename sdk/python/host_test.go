@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/proctor-dev/proctor/host/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/sdk/python"
 )
 

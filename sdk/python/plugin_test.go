@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/host/wasm"
-	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 	"github.com/proctor-dev/proctor/sdk/python"
 )

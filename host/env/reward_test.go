@@ -1,0 +1,180 @@
+package env
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// TestRewardNotFinite: a plugin reward that is not finite once weighted is
+// that score's error; a combined reward past float64 is clamped; the
+// rollout is recorded either way (JSON cannot hold an infinity, and a
+// record that fails to encode stops the run).
+func TestRewardNotFinite(t *testing.T) {
+	_, bad := rewardPlugins(t)
+	huge := json.RawMessage(`{"mode":"huge"}`)
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r"})
+	r.Rewards = []scheduler.Scorer{
+		&Reward{Name: "a", Weight: 1, Wasm: bad, Config: huge},
+		&Reward{Name: "b", Weight: 1, Wasm: bad, Config: huge},
+		&Reward{Name: "weighted", Weight: 2, Wasm: bad, Config: huge},
+	}
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err != nil {
+		t.Fatalf("the run stopped: %v", err)
+	}
+	recs := r.Store.Records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	rec := recs[0]
+	if rec.Rewards[0].Error != "" || rec.Rewards[0].Reward != 1e308 || !strings.Contains(rec.Rewards[2].Error, "not a finite number") {
+		t.Errorf("scores: %+v", rec.Rewards)
+	}
+	if rec.Reward != math.MaxFloat64 {
+		t.Errorf("combined reward %v, want the largest float64", rec.Reward)
+	}
+}
+
+// testPlugin loads the plugin pkg, real wasm built from source by the
+// test, on a runtime of its own, and grants it ops.
+func testPlugin(tb testing.TB, pkg string, ops ...string) *wasm.Plugin {
+	tb.Helper()
+	ctx := context.Background()
+	rt, err := wasm.NewRuntime(ctx, wasm.Config{CacheDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close(ctx) })
+	p, err := rt.LoadFile(ctx, wasmtest.Build(tb, pkg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.Grant(ops); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// rewardPlugins loads the toolstats and badreward plugins with what
+// [[reward]] grants by default.
+func rewardPlugins(t testing.TB) (toolstats, bad *wasm.Plugin) {
+	return testPlugin(t, "./plugins/toolstats", abi.OpHostInfo), testPlugin(t, "./host/env/testdata/badreward", abi.OpHostInfo)
+}
+
+// TestRewardTrapCostsOnlyItsScore stacks a plugin that traps for real (an
+// out-of-bounds memory access no recover catches), one that fails the
+// ordinary way and one that works, on rollouts run by the runner's fakes:
+// the trap and the error are their own scores' errors, the working score
+// stands, every rollout is recorded and the combined reward is right.
+func TestRewardTrapCostsOnlyItsScore(t *testing.T) {
+	toolstats, bad := rewardPlugins(t)
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Attempts: 2, Concurrency: 2})
+	r.Rewards = []scheduler.Scorer{
+		&Reward{Name: "stats", Weight: 0.25, Wasm: toolstats},
+		&Reward{Name: "trap", Weight: 2, Wasm: bad, Config: json.RawMessage(`{"mode":"trap"}`)},
+		&Reward{Name: "error", Weight: 1, Wasm: bad, Config: json.RawMessage(`{"mode":"error"}`)},
+	}
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := r.Store.Records()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	for _, rec := range recs {
+		if rec.Outcome != rundir.OutcomePassed || len(rec.Rewards) != 3 {
+			t.Fatalf("%s: %+v", rec.RolloutID, rec)
+		}
+		stats, trap, fail := rec.Rewards[0], rec.Rewards[1], rec.Rewards[2]
+		if stats.Error != "" || stats.Reward != 1 {
+			t.Errorf("%s: the working reward: %+v", rec.RolloutID, stats)
+		}
+		if !strings.Contains(trap.Error, "plugin") || !strings.Contains(trap.Error, "out of bounds memory access") {
+			t.Errorf("%s: the trap: %+v", rec.RolloutID, trap)
+		}
+		if !strings.Contains(fail.Error, "badreward fails on purpose") {
+			t.Errorf("%s: the ordinary error: %+v", rec.RolloutID, fail)
+		}
+		if want := 1 + 0.25*1.0; rec.Reward != want {
+			t.Errorf("%s: combined reward %v, want %v", rec.RolloutID, rec.Reward, want)
+		}
+	}
+}
+
+// TestRewardUndeclaredOpDenied: a reward plugin calling operations it did
+// not declare is denied them, even when the run grants them and serves
+// model.complete; the model is never asked.
+func TestRewardUndeclaredOpDenied(t *testing.T) {
+	_, bad := rewardPlugins(t)
+	if err := bad.Grant([]string{abi.OpHostInfo, abi.OpModelComplete}); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	rp := &Reward{Name: "undeclared", Weight: 1, Wasm: bad, Config: json.RawMessage(`{"mode":"undeclared"}`),
+		Complete: func(context.Context, abi.ModelRequest) (abi.ModelResponse, error) {
+			asked++
+			return abi.ModelResponse{Content: "SCORE: 10"}, nil
+		}}
+	s := rp.Score(context.Background(), scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
+	if s.Error != "" || s.Scores["host_info_denied"] != 1 || s.Scores["model_complete_denied"] != 1 || asked != 0 {
+		t.Fatalf("undeclared operations: %+v, model asked %d times", s, asked)
+	}
+}
+
+// TestJudgeUsage: the tokens a judge's model.complete calls spend are in
+// its score, apart from the agent's, also when the judge then fails.
+func TestJudgeUsage(t *testing.T) {
+	ctx := context.Background()
+	judge := testPlugin(t, "./plugins/judge", abi.OpHostInfo, abi.OpModelComplete)
+	answer := "Direct.\nSCORE: 7"
+	rp := &Reward{Name: "judge", Weight: 1, Wasm: judge, Complete: func(context.Context, abi.ModelRequest) (abi.ModelResponse, error) {
+		return abi.ModelResponse{Content: answer, PromptTokens: 100, CompletionTokens: 20}, nil
+	}}
+	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
+	if s.Error != "" || s.Reward != 0.7 || s.Usage == nil || *s.Usage != (agent.Usage{PromptTokens: 100, CompletionTokens: 20}) {
+		t.Errorf("judge score %+v (usage %+v)", s, s.Usage)
+	}
+	answer = "No opinion."
+	s = rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}})
+	if s.Error == "" || s.Usage == nil || s.Usage.PromptTokens != 100 {
+		t.Errorf("a judge that failed after asking: %+v (usage %+v)", s, s.Usage)
+	}
+	if s := (&Reward{Name: "stats", Weight: 1, Wasm: judge}).Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}}); s.Usage != nil {
+		t.Errorf("no model call, yet usage %+v", s.Usage)
+	}
+}
+
+// BenchmarkRewardPlugin: one stacked reward (toolstats) on a 30-turn
+// transcript, fresh instance included: the cost a reward plugin adds to a
+// rollout.
+func BenchmarkRewardPlugin(b *testing.B) {
+	ctx := context.Background()
+	p := testPlugin(b, "./plugins/toolstats", abi.OpHostInfo)
+	type turn struct {
+		Tools []map[string]any `json:"tools"`
+	}
+	var turns []turn
+	for i := range 30 {
+		turns = append(turns, turn{Tools: []map[string]any{{"name": "terminal", "secs": 0.1, "failed": i%7 == 0}}})
+	}
+	tr, _ := json.Marshal(map[string]any{"trajectory": map[string]any{"turns": turns, "messages": []any{}}})
+	rp := &Reward{Name: "toolstats", Weight: 1, Wasm: p}
+	in := scheduler.ScoreInput{Task: scheduler.Task{ID: "t"}, Transcript: tr, Verdict: scheduler.Verdict{Reward: 1, Passed: true}}
+	if s := rp.Score(ctx, in); s.Error != "" || s.Scores["tool_calls"] != 30 {
+		b.Fatalf("%+v", s)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		rp.Score(ctx, in)
+	}
+}

@@ -1,0 +1,139 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// BenchmarkLoadCached: loading a ~3.5 MB Go plugin whose compilation is in
+// the on-disk cache (a new runtime each time, as a new process would).
+func BenchmarkLoadCached(b *testing.B) {
+	ctx := context.Background()
+	path := wasmtest.Build(b, "./plugins/example")
+	bin, _ := os.ReadFile(path)
+	dir := b.TempDir()
+	warm, _ := NewRuntime(ctx, Config{CacheDir: dir})
+	if _, err := warm.Load(ctx, "example", bin); err != nil {
+		b.Fatal(err)
+	}
+	warm.Close(ctx)
+	b.ReportMetric(float64(len(bin))/1e6, "MB")
+	b.ResetTimer()
+	for b.Loop() {
+		r, _ := NewRuntime(ctx, Config{CacheDir: dir})
+		if _, err := r.Load(ctx, "example", bin); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}
+
+// BenchmarkLoadCold: compiling without a cache.
+func BenchmarkLoadCold(b *testing.B) {
+	ctx := context.Background()
+	bin, _ := os.ReadFile(wasmtest.Build(b, "./plugins/example"))
+	for b.Loop() {
+		r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
+		if _, err := r.Load(ctx, "example", bin); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}
+
+func benchPlugin(b *testing.B) (*Plugin, func()) {
+	ctx := context.Background()
+	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
+	p, err := r.LoadFile(ctx, wasmtest.Build(b, "./plugins/example"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Grant(p.Manifest().Capabilities)
+	return p, func() { r.Close(ctx) }
+}
+
+// BenchmarkInstantiate: a fresh instance per rollout.
+func BenchmarkInstantiate(b *testing.B) {
+	ctx := context.Background()
+	p, done := benchPlugin(b)
+	defer done()
+	for b.Loop() {
+		inst, err := p.Instantiate(ctx, InstanceConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		inst.Close(ctx)
+	}
+}
+
+// BenchmarkHookCall: a trivial hook (prompt.format) end to end.
+func BenchmarkHookCall(b *testing.B) {
+	ctx := context.Background()
+	p, done := benchPlugin(b)
+	defer done()
+	inst, _ := p.Instantiate(ctx, InstanceConfig{})
+	req := abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}}
+	in, _ := json.Marshal(req)
+	for b.Loop() {
+		if _, err := inst.CallRaw(ctx, abi.HookPrompt, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHostOp: a hook that makes one host operation (read_file through
+// a fake sandbox), minus BenchmarkHookCall, is the op's round trip.
+func BenchmarkHostOp(b *testing.B) {
+	ctx := context.Background()
+	p, done := benchPlugin(b)
+	defer done()
+	files := map[string][]byte{"answer.txt": []byte("b")}
+	inst, _ := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(files)})
+	req := abi.VerifyRequest{RolloutRequest: abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}}}
+	in, _ := json.Marshal(req)
+	start := time.Now()
+	for b.Loop() {
+		if _, err := inst.CallRaw(ctx, abi.HookVerify, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = start
+}
+
+// BenchmarkTrivialHook: a hook whose guest does almost nothing (the raw
+// test plugin answering an unknown method): the host's overhead per call.
+func BenchmarkTrivialHook(b *testing.B) {
+	ctx := context.Background()
+	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
+	defer r.Close(ctx)
+	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/plugin/wasm/testdata/evil"))
+	p.Grant([]string{abi.OpExec})
+	inst, _ := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(map[string][]byte{})})
+	for b.Loop() {
+		inst.CallRaw(ctx, "nothing", []byte("{}"))
+	}
+}
+
+// BenchmarkTrivialHookWithOp: the same with one host operation (a fake
+// sandbox.exec); the difference to BenchmarkTrivialHook is the op's round
+// trip.
+func BenchmarkTrivialHookWithOp(b *testing.B) {
+	ctx := context.Background()
+	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
+	defer r.Close(ctx)
+	p, _ := r.LoadFile(ctx, wasmtest.Build(b, "./host/plugin/wasm/testdata/evil"))
+	p.Grant([]string{abi.OpExec})
+	ops := map[string]Op{abi.OpExec: func(ctx context.Context, req []byte) ([]byte, error) { return []byte(`{"stdout":"hi"}`), nil }}
+	inst, _ := p.Instantiate(ctx, InstanceConfig{Ops: ops})
+	for b.Loop() {
+		if _, err := inst.CallRaw(ctx, "exec", []byte("{}")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

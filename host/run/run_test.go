@@ -1,0 +1,90 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
+	"github.com/proctor-dev/proctor/sdk/abi"
+)
+
+// fakeEnv is schedulertest's environment with a fixed list of tasks.
+type fakeEnv struct {
+	schedulertest.Env
+	tasks []scheduler.Task
+}
+
+func (e fakeEnv) Tasks(context.Context) ([]scheduler.Task, []abi.Skipped, error) {
+	return e.tasks, nil, nil
+}
+
+// testConfig is a valid config whose [run] section has runKeys.
+func testConfig(t *testing.T, runKeys string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte("[run]\n"+runKeys+"\n[agent]\nkind = \"nop\"\n[env]\nplugin = \"fake.wasm\"\n"), filepath.Join(t.TempDir(), "run.toml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// fakeParts are the parts of a run of tasks on schedulertest's fakes.
+func fakeParts(tasks ...scheduler.Task) Parts {
+	return Parts{Backend: &schedulertest.Backend{}, Env: fakeEnv{tasks: tasks}, Agent: &schedulertest.Agent{},
+		EnvInfo: rundir.PluginInfo{Name: "fake", SHA256: "00"}}
+}
+
+// failingSink fails every group it is given.
+type failingSink struct{ writes atomic.Int32 }
+
+func (s *failingSink) Open(string, int) (map[string]bool, error) { return map[string]bool{}, nil }
+func (s *failingSink) Write(string, []rundir.Record) error {
+	s.writes.Add(1)
+	return errors.New("groups.jsonl: disk on fire")
+}
+func (s *failingSink) Close() (*rundir.ProcessInfo, error) { return nil, nil }
+
+// TestGroupSinkErrorStopsTheRun: a group the sink cannot take ends the
+// run at once (the rollouts running are cancelled and left for a
+// resume), and Execute fails with the sink's error, as an infra fault.
+func TestGroupSinkErrorStopsTheRun(t *testing.T) {
+	c := testConfig(t, "concurrency = 1\n[process]\ngroup_size = 1")
+	dir := filepath.Join(t.TempDir(), "run")
+	sink := &failingSink{}
+	r, err := Open(c, WithDir(dir), WithGroupSink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Longest expected first: "ok" runs first and finishes at once; the
+	// "slow" ones wait for their deadline, which the sink's error beats.
+	tasks := []scheduler.Task{{ID: "ok", AgentTimeout: time.Hour}}
+	for _, id := range []string{"slow-a", "slow-b", "slow-c"} {
+		tasks = append(tasks, scheduler.Task{ID: id, AgentTimeout: time.Minute})
+	}
+	res, err := r.Execute(context.Background(), fakeParts(tasks...))
+	var infra *fault.Infra
+	if !errors.As(err, &infra) || !strings.Contains(err.Error(), "write training groups: groups.jsonl: disk on fire") {
+		t.Fatalf("Execute: %v, want the sink's error as an infra fault", err)
+	}
+	if res == nil || !res.Stats.Interrupted || sink.writes.Load() != 1 {
+		t.Fatalf("result %+v, %d writes: want the run stopped after one group", res, sink.writes.Load())
+	}
+	recs, rerr := rundir.Read(dir)
+	if rerr != nil || len(recs) != 1 {
+		t.Fatalf("%d rollouts recorded (%v), want 1: the run went on after the error", len(recs), rerr)
+	}
+	man, _, _ := rundir.ReadManifest(dir)
+	if man.FinishedAt != nil {
+		t.Error("the manifest says the stopped run finished")
+	}
+}

@@ -1,0 +1,230 @@
+// Package export turns the rollouts of a run directory into training and
+// interchange files: Atropos scored data groups (RL), chat JSONL (SFT) and
+// Harbor's Agent Trajectory Interchange Format (ATIF).
+//
+// Everything here is a pure function of a result record and the trajectory
+// of its transcript, so a caller can stream: read one task's rollouts,
+// convert them, write a line, forget them. Token sequences are built only
+// from the token ids the endpoint returned (agent.Turn's PromptTokenIDs,
+// CompletionTokenIDs, CompletionLogprobs), never by retokenizing text: when
+// the ids are missing or do not line up across turns, the group is not a
+// ScoredDataGroup but a MessagesGroup, written to its own file
+// (MessagesPath), and the reason is returned.
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/host/rundir"
+)
+
+// ParseTranscript reads a transcript, or a bare agent.Trajectory as older
+// runs and other tools write it. The bytes are untrusted: anything that is
+// not one of the two shapes is an error, never a panic.
+func ParseTranscript(b []byte) (*agent.Transcript, error) {
+	var t agent.Transcript
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("not a transcript: %w", err)
+	}
+	if t.Trajectory != nil {
+		return &t, nil
+	}
+	// No "trajectory": a bare trajectory, or something else.
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	_, hasMsgs := probe["messages"]
+	_, hasAgent := probe["agent"]
+	if !hasMsgs && !hasAgent {
+		return nil, errors.New("neither a transcript (no \"trajectory\") nor a trajectory (no \"messages\" or \"agent\")")
+	}
+	var tr agent.Trajectory
+	if err := json.Unmarshal(b, &tr); err != nil {
+		return nil, err
+	}
+	t.Trajectory = &tr
+	return &t, nil
+}
+
+// ReadTranscript reads and parses a transcript file.
+func ReadTranscript(path string) (*agent.Transcript, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ParseTranscript(b)
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ReadTrajectory reads the trajectory of a transcript file.
+func ReadTrajectory(path string) (*agent.Trajectory, error) {
+	t, err := ReadTranscript(path)
+	if err != nil {
+		return nil, err
+	}
+	return t.Trajectory, nil
+}
+
+// Filter selects the groups and rollouts worth training on.
+type Filter struct {
+	// MinReward, when set, drops groups whose best reward is below it and,
+	// in SFT, rollouts whose reward is below it.
+	MinReward *float64
+	// DropEqualScores drops groups whose rollouts all scored the same: they
+	// carry no signal for group-relative methods (GRPO).
+	DropEqualScores bool
+	// MaxTokens, when positive, drops groups with a rollout of this many
+	// tokens or more (by its token ids, or by the last turn's usage when no
+	// ids were recorded), as Atropos drops a group with a sequence of
+	// len >= max_token_len.
+	MaxTokens int
+}
+
+// Why a rollout is left out: of every export (Skip), or of training data
+// only (SkipTraining).
+const (
+	SkipInfraError   = "infra_error"   // the rollout never got a fair score
+	SkipNoTranscript = "no_transcript" // no trajectory was recorded
+	SkipNoModelTurn  = "no_model_turn" // oracle, nop: nothing the model wrote
+	// SkipRewardError: a stacked reward plugin failed on the rollout, so
+	// its reward was combined without that score and is not the reward
+	// the run asked for. Training data only: ATIF still records it.
+	SkipRewardError = "reward_error"
+)
+
+// SkipTraining says why a rollout cannot be training data (an Atropos
+// group's rollout, an SFT line), or "" when it can: Skip's reasons, and a
+// stacked reward that failed (SkipRewardError).
+func SkipTraining(rec rundir.Record, tr *agent.Trajectory) string {
+	if why := Skip(rec, tr); why != "" {
+		return why
+	}
+	for _, r := range rec.Rewards {
+		if r.Error != "" {
+			return SkipRewardError
+		}
+	}
+	return ""
+}
+
+// Skip says why a rollout cannot be exported in any format, or "" when it
+// can.
+func Skip(rec rundir.Record, tr *agent.Trajectory) string {
+	switch {
+	case rec.Outcome == rundir.OutcomeInfraError:
+		return SkipInfraError
+	case tr == nil:
+		return SkipNoTranscript
+	}
+	for _, m := range tr.Messages {
+		if m.Role == "assistant" {
+			return ""
+		}
+	}
+	return SkipNoModelTurn
+}
+
+var (
+	schemasOnce sync.Once
+	schemas     map[string]agent.Schema
+)
+
+// toolSchemas returns the definitions of the named tools that proctor
+// knows, in the order named.
+func toolSchemas(names []string) []agent.Schema {
+	schemasOnce.Do(func() {
+		schemas = map[string]agent.Schema{}
+		for set := range agent.Toolsets {
+			ts, err := agent.NewToolset([]string{set})
+			if err != nil {
+				continue
+			}
+			for _, s := range ts.Schemas() {
+				schemas[s.Function.Name] = s
+			}
+		}
+	})
+	var out []agent.Schema
+	for _, n := range names {
+		if s, ok := schemas[n]; ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// EachGroup reads the run directory dir and calls fn once per task with
+// its rollouts (the records of every attempt, by attempt, and their
+// trajectories; a nil trajectory when the record names no transcript).
+// Tasks come in the order their first record was written; only one task's
+// transcripts are in memory at a time.
+func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
+	if _, err := os.Stat(filepath.Join(dir, rundir.ResultsFile)); err != nil {
+		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, rundir.ResultsFile)
+	}
+	// Read, not Open: the run may still be writing, and Open would cut
+	// the line being written.
+	recs, err := rundir.Read(dir)
+	if err != nil {
+		return err
+	}
+	var order []string
+	byTask := map[string][]rundir.Record{}
+	for _, r := range recs {
+		if _, ok := byTask[r.TaskID]; !ok {
+			order = append(order, r.TaskID)
+		}
+		byTask[r.TaskID] = append(byTask[r.TaskID], r)
+	}
+	for _, id := range order {
+		group := byTask[id]
+		slices.SortStableFunc(group, func(a, b rundir.Record) int { return a.Attempt - b.Attempt })
+		trajs, err := ReadGroup(dir, group)
+		if err != nil {
+			return err
+		}
+		if err := fn(group, trajs); err != nil {
+			return err
+		}
+		delete(byTask, id)
+	}
+	return nil
+}
+
+// ReadGroup reads the trajectories of a group's records from the run
+// directory dir, in the records' order (nil for a record without a
+// transcript), a few at once: decoding JSON is most of an export's time.
+func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
+	trajs := make([]*agent.Trajectory, len(group))
+	errs := make([]error, len(group))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, r := range group {
+		if r.Transcript == "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			trajs[i], errs[i] = ReadTrajectory(filepath.Join(dir, filepath.FromSlash(r.Transcript)))
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("task %s attempt %d: %w", r.TaskID, r.Attempt, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return trajs, errors.Join(errs...)
+}

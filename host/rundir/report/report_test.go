@@ -1,0 +1,48 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/proctor-dev/proctor/host/rundir"
+)
+
+func TestPassAtK(t *testing.T) {
+	for _, c := range []struct {
+		n, c, k int
+		want    float64
+	}{{5, 2, 1, 0.4}, {5, 2, 2, 0.7}, {5, 0, 3, 0}, {5, 5, 1, 1}, {3, 1, 3, 1}} {
+		if got := PassAtK(c.n, c.c, c.k); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("pass@%d n=%d c=%d = %v, want %v", c.k, c.n, c.c, got, c.want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var recs []rundir.Record
+	add := func(task, cat string, attempt int, outcome string) {
+		recs = append(recs, rundir.Record{TaskID: task, Category: cat, Attempt: attempt, Outcome: outcome, RolloutID: task, Phases: map[string]float64{"agent": 1}})
+	}
+	add("a", "x", 0, rundir.OutcomePassed)
+	add("a", "x", 1, rundir.OutcomeFailed)
+	add("b", "y", 0, rundir.OutcomeFailed)
+	add("b", "y", 1, rundir.OutcomeInfraError)
+	s := Summarize(recs)
+	if s.PassRate != 0.25 || math.Abs(s.PassRateScored-1.0/3) > 1e-9 || s.Categories["x"].PassRate != 0.5 {
+		t.Fatalf("%+v", s)
+	}
+	if s.PassAtK["pass@1"] != 0.25 || s.PassAtK["pass@2"] != 0.5 {
+		t.Fatalf("pass@k %v", s.PassAtK)
+	}
+	// task means 0.5 and 0: mean 0.25, sample var 0.125, se sqrt(0.125/2)
+	if math.Abs(s.StdErr-math.Sqrt(0.125/2)) > 1e-9 {
+		t.Fatalf("stderr %v", s.StdErr)
+	}
+	var buf bytes.Buffer
+	Write(&buf, s, "text")
+	if !strings.Contains(buf.String(), "a     x         ✓ ✗       1/2") && !strings.Contains(buf.String(), "✓ ✗") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
