@@ -26,8 +26,14 @@ type PluginEnv struct {
 	Info    abi.HostInfo // proctor version, backend; rollout fields are filled per rollout
 	// Repos serves repo.checkout; nil refuses it.
 	Repos RepoSource
-	// AllowHostNetwork lets a plugin's spec ask for network "host".
-	AllowHostNetwork bool
+	// Network is the run's [sandbox] network: what a task that asks for
+	// the internet gets. "auto": the backend's ordinary network; "host":
+	// the host's; "none" (and ""): nothing, and its record says so.
+	Network string
+	// NoDefaultNetwork says why the backend's ordinary network would give
+	// a sandbox nothing ("" when it works); in auto mode a task's network
+	// is then withheld, with that reason in its record.
+	NoDefaultNetwork string
 	Log              *slog.Logger
 }
 
@@ -105,6 +111,9 @@ type pluginRollout struct {
 	// resetErr is a reset that failed: the rollout's sandbox is in doubt,
 	// whatever the plugin made of the error.
 	resetErr error
+	// withheld says why the task's sandbox did not get the network it
+	// asked for.
+	withheld string
 }
 
 // classify tags plugin failures: a hook that failed on its own terms keeps
@@ -136,26 +145,55 @@ func (r *pluginRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
 	return r.convertSpec(s)
 }
 
-// convertSpec turns the plugin's spec into a sandbox spec; network "host"
-// only when the run allows it.
+// convertSpec turns the plugin's spec into a sandbox spec, with the
+// network the run gives the task.
 func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
-	network := sandbox.Network(s.Network)
-	switch network {
-	case "", sandbox.NetworkNone:
-		network = sandbox.NetworkNone
-	case sandbox.NetworkHost:
-		if !r.env.AllowHostNetwork {
-			network = sandbox.NetworkNone
-		}
+	wants := false
+	switch s.Network {
+	case "", string(sandbox.NetworkNone):
+	case abi.NetworkInternet, string(sandbox.NetworkHost):
+		wants = true
 	default:
-		return sandbox.Spec{}, WithClass(results.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
+		return sandbox.Spec{}, WithClass(results.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or %s", s.Network, abi.NetworkInternet))
 	}
+	network, build, withheld := r.env.networkFor(wants)
+	r.withheld = withheld
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
-		Workdir: s.Workdir, Env: s.Env, User: s.User, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		DiskMB: s.DiskMB, Network: network, Private: s.Private,
+		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
+		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
+		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)),
 	}, nil
 }
+
+// networkFor decides the network of a sandbox whose task asks for the
+// internet (wants) or not, and of its image's build, which gets the run's
+// network whatever the task asks, as Harbor's builds do. withheld says why
+// a task that asked got nothing.
+func (e *PluginEnv) networkFor(wants bool) (run, build sandbox.Network, withheld string) {
+	build = sandbox.NetworkNone
+	switch e.Network {
+	case "host":
+		build = sandbox.NetworkHost
+	case "auto":
+		if e.NoDefaultNetwork == "" {
+			build = sandbox.NetworkDefault
+		}
+	}
+	switch {
+	case !wants:
+		return sandbox.NetworkNone, build, ""
+	case build != sandbox.NetworkNone:
+		return build, build, ""
+	case e.Network == "auto":
+		return sandbox.NetworkNone, build, "the task asks for the internet; " + e.NoDefaultNetwork + `; [sandbox] network = "host" gives it the host's network`
+	}
+	return sandbox.NetworkNone, build, `the task asks for the internet; [sandbox] network = "none" withholds it`
+}
+
+// NetworkWithheld says why the rollout's sandbox did not get the network
+// its task asked for ("" when it did, or did not ask).
+func (r *pluginRollout) NetworkWithheld() string { return r.withheld }
 
 func (r *pluginRollout) Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.Sandbox, error)) {
 	r.sb, r.reset = sb, reset

@@ -288,7 +288,16 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 			return nil, ctx.Err()
 		}
 		defer func() { <-r.startSem }()
-		return r.Backend.Start(ctx, spec)
+		if spec.StartTimeout <= 0 {
+			return r.Backend.Start(ctx, spec)
+		}
+		sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
+		defer cancel()
+		sb, err := r.Backend.Start(sctx, spec)
+		if err != nil && sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			err = fmt.Errorf("the task's build timeout of %s passed: %w", spec.StartTimeout, err)
+		}
+		return sb, err
 	}
 	err = p.run(ctx, "sandbox_start", r.Config.Timeouts.SandboxStart, func(ctx context.Context) (err error) {
 		spec, err = ro.SandboxSpec(ctx)
@@ -306,7 +315,10 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 		}
 		spec.Labels[sandbox.LabelRun] = r.Config.RunID
 		spec.Labels[sandbox.LabelRollout] = id
-		rec.Image = spec.Image
+		rec.Image, rec.Network = spec.Image, string(spec.Network)
+		if w, ok := ro.(interface{ NetworkWithheld() string }); ok {
+			rec.NetworkWithheld = w.NetworkWithheld()
+		}
 		sb, err = start(ctx)
 		return err
 	})

@@ -380,3 +380,45 @@ func TestRunnerResetSandbox(t *testing.T) {
 		}
 	}
 }
+
+// taskEnv gives each rollout a sandbox spec and a verdict of its own.
+type taskEnv struct {
+	fakeEnv
+	spec    sandbox.Spec
+	verdict Verdict
+}
+
+type taskRollout struct {
+	*fakeRollout
+	env *taskEnv
+}
+
+func (e *taskEnv) NewRollout(ctx context.Context, t Task, info RolloutInfo) (Rollout, error) {
+	return &taskRollout{fakeRollout: &fakeRollout{env: &e.fakeEnv, task: t}, env: e}, nil
+}
+func (r *taskRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) { return r.env.spec, nil }
+func (r *taskRollout) Verify(ctx context.Context, timedOut bool) (Verdict, error) {
+	return r.env.verdict, nil
+}
+
+// blockingBackend starts nothing until its context ends.
+type blockingBackend struct{}
+
+func (blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRunnerBuildTimeout: a spec's start timeout (a task's
+// build_timeout_sec) bounds the sandbox's start, and the error says so.
+func TestRunnerBuildTimeout(t *testing.T) {
+	env := &taskEnv{spec: sandbox.Spec{Image: "x", StartTimeout: 50 * time.Millisecond}}
+	r, _ := newRunner(t, env, blockingBackend{}, &fakeAgent{}, Config{RunID: "r", Concurrency: 1, Timeouts: Timeouts{SandboxStart: time.Minute}})
+	if _, err := r.Run(context.Background(), []Task{{ID: "slow-build"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.Store.Records()[0]
+	if rec.Outcome != results.OutcomeInfraError || rec.ErrorClass != results.ClassSandbox || !strings.Contains(rec.Error, "the task's build timeout of 50ms passed") {
+		t.Fatalf("%+v", rec)
+	}
+}

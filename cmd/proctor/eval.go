@@ -130,6 +130,9 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		return err
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
+	if nd, ok := be.(interface{ NoDefaultNetwork(context.Context) string }); ok && c.Sandbox.Network == config.NetworkAuto {
+		env.NoDefaultNetwork = nd.NoDefaultNetwork(ctx)
+	}
 	// One limiter for the run: [model] max_concurrent_requests counts the
 	// agent's requests and the judges' together.
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)

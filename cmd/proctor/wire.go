@@ -170,13 +170,13 @@ func environment(ctx context.Context, c *config.Config) (*host.PluginEnv, *loade
 	}
 	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
 	env := &host.PluginEnv{
-		Plugin:           p.Plugin,
-		Config:           c.PluginConfig(),
-		Dataset:          ds.Read,
-		Repos:            repocache.New(filepath.Join(cacheDir(), "repos")),
-		Info:             abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
-		AllowHostNetwork: c.Sandbox.Network == "host",
-		Log:              slog.Default(),
+		Plugin:  p.Plugin,
+		Config:  c.PluginConfig(),
+		Dataset: ds.Read,
+		Repos:   repocache.New(filepath.Join(cacheDir(), "repos")),
+		Info:    abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
+		Network: c.Sandbox.Network,
+		Log:     slog.Default(),
 	}
 	return env, p, rt, nil
 }

@@ -104,6 +104,12 @@ type Record struct {
 	ImageDigest    string             `json:"image_digest,omitempty"`
 	Transcript     string             `json:"transcript,omitempty"`
 	StopReason     string             `json:"stop_reason,omitempty"`
+
+	// Network is the network the sandbox had (none, default, host);
+	// NetworkWithheld says why a task that asked for the internet did not
+	// get it.
+	Network         string `json:"network,omitempty"`
+	NetworkWithheld string `json:"network_withheld,omitempty"`
 }
 
 // Duration is the rollout's wall time.
