@@ -212,17 +212,21 @@ func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 // Oracle runs on an instance of its own: it runs under the agent's
 // timeout, and a timeout discards the instance it ran on, which must not
 // take the verifier's instance with it.
-func (r *pluginRollout) Oracle(ctx context.Context) error {
+func (r *pluginRollout) Oracle(ctx context.Context) (OracleResult, error) {
 	inst, err := r.fresh(ctx)
 	if err != nil {
-		return classify(err)
+		return OracleResult{}, classify(err)
 	}
 	defer inst.Close(context.WithoutCancel(ctx))
-	err = classify(inst.Call(ctx, abi.HookOracle, r.req, nil))
+	var o abi.OracleResponse
+	err = classify(inst.Call(ctx, abi.HookOracle, r.req, &o))
 	if errors.Is(err, wasm.ErrUnknown) {
-		return ErrNoOracle
+		return OracleResult{}, ErrNoOracle
 	}
-	return err
+	if len(o.Output) > maxVerifyLog {
+		o.Output = o.Output[:maxVerifyLog] + "\n[proctor: the plugin sent more than the ABI's limit; the rest is cut]\n"
+	}
+	return OracleResult{Output: o.Output, ExitCode: o.ExitCode}, err
 }
 
 func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (Verdict, error) {
@@ -244,7 +248,11 @@ func verdict(v abi.VerifyResponse) Verdict {
 	for i, t := range v.Tests {
 		tests[i] = results.Test{Name: t.Name, Status: t.Status, Message: t.Message}
 	}
-	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output}
+	log := v.Log
+	if len(log) > maxVerifyLog {
+		log = log[:maxVerifyLog] + "\n[proctor: the plugin sent more than the ABI's limit; the rest is cut]\n"
+	}
+	return Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: tests, Output: v.Output, Log: log, RewardSource: v.RewardSource}
 }
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
@@ -256,6 +264,10 @@ func (r *pluginRollout) Teardown(ctx context.Context) error {
 }
 
 func (r *pluginRollout) Close(ctx context.Context) error { return r.inst.Close(ctx) }
+
+// maxVerifyLog caps the verifier log the host keeps of a plugin's answer
+// (abi.MaxVerifyLog, with room for a plugin's own cut marker).
+const maxVerifyLog = abi.MaxVerifyLog + 4096
 
 // maxDownload caps a sandbox.download answer.
 const maxDownload = 64 << 20

@@ -430,7 +430,15 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rec results.Recor
 	if sealNote != "" {
 		v.Output = "proctor: " + sealNote + "\n" + v.Output
 	}
-	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
+	rec.Reward, rec.Scores, rec.Tests, rec.VerifierOutput, rec.RewardSource = v.Reward, v.Scores, v.Tests, v.Output, v.RewardSource
+	if v.Log != "" {
+		name := results.VerifierLogName(id, try)
+		if err := r.Store.WriteVerifierLog(name, v.Log); err != nil {
+			r.Log.Warn("write verifier log", "rollout", id, "err", err)
+		} else {
+			rec.VerifierLog = results.VerifierLogDir + "/" + name
+		}
+	}
 	if len(r.Rewards) > 0 {
 		p.run(ctx, "reward", 0, func(ctx context.Context) error {
 			// Encoded here, only for stacked rewards: a transcript with

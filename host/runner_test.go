@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,8 +110,8 @@ func (r *fakeRollout) Setup(ctx context.Context) error {
 func (r *fakeRollout) Prompt(ctx context.Context) (string, string, error) {
 	return "", "solve " + r.task.ID, nil
 }
-func (r *fakeRollout) Oracle(ctx context.Context) error {
-	return r.sb.WriteFile(ctx, "/solved", []byte("yes"), 0o644)
+func (r *fakeRollout) Oracle(ctx context.Context) (OracleResult, error) {
+	return OracleResult{}, r.sb.WriteFile(ctx, "/solved", []byte("yes"), 0o644)
 }
 func (r *fakeRollout) Verify(ctx context.Context, timedOut bool) (Verdict, error) {
 	r.env.verifyCalls.Add(1)
@@ -161,7 +163,8 @@ func (a *fakeAgent) Run(ctx context.Context, in AgentInput) (AgentOutput, error)
 		return AgentOutput{}, nil
 	}
 	time.Sleep(5 * time.Millisecond)
-	return AgentOutput{Turns: 1, Transcript: map[string]string{"prompt": in.Prompt}}, in.Oracle(ctx)
+	_, err := in.Oracle(ctx)
+	return AgentOutput{Turns: 1, Transcript: map[string]string{"prompt": in.Prompt}}, err
 }
 
 func newRunner(t *testing.T, env Environment, be sandbox.Backend, ag Agent, cfg Config) (*Runner, string) {
@@ -407,6 +410,24 @@ type blockingBackend struct{}
 func (blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// TestRunnerKeepsVerifierLog: the verifier's whole log goes to verifier/
+// in the run directory, named by the record, with where the reward came
+// from.
+func TestRunnerKeepsVerifierLog(t *testing.T) {
+	env := &taskEnv{verdict: Verdict{Reward: 1, Passed: true, Output: "tail", Log: "the whole log\n", RewardSource: "/logs/verifier/reward.txt"}}
+	r, dir := newRunner(t, env, &fakeBackend{}, &fakeAgent{}, Config{RunID: "r", Concurrency: 1})
+	if _, err := r.Run(context.Background(), []Task{{ID: "a/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.Store.Records()[0]
+	if rec.VerifierLog != "verifier/a_b.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
+		t.Fatalf("%+v", rec)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, rec.VerifierLog)); err != nil || string(b) != "the whole log\n" {
+		t.Fatalf("%q %v", b, err)
+	}
 }
 
 // TestRunnerBuildTimeout: a spec's start timeout (a task's

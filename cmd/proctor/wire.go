@@ -206,7 +206,10 @@ func agentFor(c *config.Config, lim *openai.Limiter) (host.Agent, error) {
 	switch c.Agent.Kind {
 	case "oracle":
 		return agentFunc(func(ctx context.Context, in host.AgentInput) (host.AgentOutput, error) {
-			tr, err := agent.Oracle(ctx, in.Oracle)
+			tr, err := agent.Oracle(ctx, func(ctx context.Context) (agent.OracleRun, error) {
+				res, err := in.Oracle(ctx)
+				return agent.OracleRun{Output: res.Output, ExitCode: res.ExitCode}, err
+			})
 			if errors.Is(err, host.ErrNoOracle) {
 				err = host.WithClass(results.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
 			}

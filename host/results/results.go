@@ -105,6 +105,11 @@ type Record struct {
 	Transcript     string             `json:"transcript,omitempty"`
 	StopReason     string             `json:"stop_reason,omitempty"`
 
+	// VerifierLog names the verifier's whole output in the run directory
+	// (verifier/<rollout>.txt); RewardSource says where the reward came
+	// from (tb2: the reward file).
+	VerifierLog  string `json:"verifier_log,omitempty"`
+	RewardSource string `json:"reward_source,omitempty"`
 	// Network is the network the sandbox had (none, default, host);
 	// NetworkWithheld says why a task that asked for the internet did not
 	// get it.
@@ -127,6 +132,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	VerifierLogDir = "verifier"
 	ReportFile     = "report.html"
 )
 
@@ -295,6 +301,21 @@ func TranscriptName(rolloutID string, try int) string {
 // WriteTranscript writes v as JSON under transcripts/, atomically.
 func (s *Store) WriteTranscript(name string, v any) error {
 	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
+}
+
+// VerifierLogName names a rollout's verifier log under verifier/, as
+// TranscriptName names its transcript.
+func VerifierLogName(rolloutID string, try int) string {
+	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".txt"
+}
+
+// WriteVerifierLog writes a verifier's output under verifier/, atomically.
+func (s *Store) WriteVerifierLog(name string, log string) error {
+	dir := filepath.Join(s.dir, VerifierLogDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, name), []byte(log))
 }
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary
