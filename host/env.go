@@ -29,6 +29,9 @@ type Task struct {
 	AgentTimeout  time.Duration // 0: the run's default
 	VerifyTimeout time.Duration // 0: the run's default
 	Raw           json.RawMessage
+	// Broken says why the plugin cannot read the task; its rollouts fail
+	// with that reason.
+	Broken string
 }
 
 // RolloutInfo identifies one rollout to the environment.

@@ -70,6 +70,7 @@ func (e *PluginEnv) Tasks(ctx context.Context) ([]Task, []abi.Skipped, error) {
 			AgentTimeout:  time.Duration(t.AgentTimeoutSec * float64(time.Second)),
 			VerifyTimeout: time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
 			Raw:           raw,
+			Broken:        t.Broken,
 		})
 	}
 	return tasks, resp.Skipped, nil

@@ -172,6 +172,11 @@ func (e evalCmd) execute(g *globals, h *runHooks) error {
 		man.SkippedTasks = append(man.SkippedTasks, map[string]string{"id": s.ID, "reason": s.Reason})
 		fmt.Fprintf(g.stderr, "proctor: warning: task %s skipped by the plugin: %s\n", s.ID, s.Reason)
 	}
+	for _, tk := range tasks {
+		if tk.Broken != "" {
+			fmt.Fprintf(g.stderr, "proctor: warning: task %s is broken, its rollouts will be infra errors: %s\n", tk.ID, tk.Broken)
+		}
+	}
 	if err := results.WriteJSONAtomic(manPath, man); err != nil {
 		return &infraError{err: err}
 	}
@@ -342,13 +347,27 @@ func (t tasksCmd) Run(g *globals) error {
 	if err != nil {
 		return &usageError{err: fmt.Errorf("load tasks: %w", err)}
 	}
+	broken := 0
 	for _, tk := range tasks {
-		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, tk.AgentTimeout)
+		if tk.Broken != "" {
+			broken++
+			fmt.Fprintf(g.stdout, "%s\t%s\t%s\tbroken: %s\n", tk.ID, tk.Category, tk.Difficulty, tk.Broken)
+			continue
+		}
+		timeout := tk.AgentTimeout
+		if timeout == 0 {
+			timeout = c.Run.AgentTimeout.Duration
+		}
+		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, timeout)
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(g.stderr, "skipped %s: %s\n", s.ID, s.Reason)
 	}
-	fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	if broken > 0 {
+		fmt.Fprintf(g.stderr, "%d tasks, %d of them broken (their rollouts will be infra errors)\n", len(tasks), broken)
+	} else {
+		fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	}
 	return nil
 }
 
