@@ -172,6 +172,12 @@ func TestTasksListBrokenAndRefused(t *testing.T) {
 		folderRowOf("host-var", task("[verifier]\nenv = { KEY = \"${OPENAI_API_KEY}\" }\n")),
 		folderRowOf("artifacts", task("artifacts = [\"/app/out.json\"]\n")),
 		folderRowOf("verifier-user", task("[verifier]\nuser = \"nobody\"\n")),
+		// A phase that changes the network: Harbor's docker environment
+		// cannot (src/harbor/trial/network_policy.py, trial.py's
+		// _validate_network_plan); the same override is a no-op.
+		folderRowOf("phase-net", task("[environment]\nnetwork_mode = \"no-network\"\n[verifier]\nnetwork_mode = \"public\"\n")),
+		folderRowOf("phase-same", task("[environment]\nnetwork_mode = \"no-network\"\n[agent]\nnetwork_mode = \"no-network\"\n")),
+		folderRowOf("allowlist", task("[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n")),
 	}
 	var resp abi.TasksResponse
 	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: json.RawMessage(`{"dataset":"d"}`)}, &resp); err != nil {
@@ -197,6 +203,9 @@ func TestTasksListBrokenAndRefused(t *testing.T) {
 		"windows":       `skipped: [environment].os = "windows"`,
 		"host-var":      `skipped: [verifier].env.KEY = "${OPENAI_API_KEY}": proctor passes no host variables`,
 		"verifier-user": `skipped: [verifier].user = "nobody" without [agent].user`,
+		"phase-net":     `skipped: [verifier].network_mode = "public" differs from the environment's "no-network"`,
+		"phase-same":    "broken: ",
+		"allowlist":     `skipped: [environment].network_mode = "allowlist"`,
 	} {
 		if !strings.HasPrefix(got[id], want) || (want == "broken: " && got[id] != want) {
 			t.Errorf("%s: got %q, want %q…", id, got[id], want)
@@ -369,7 +378,9 @@ exit 3
 	}
 }
 
-// TestHealthcheck pins BaseEnvironment.run_healthcheck: it retries until
+// TestHealthcheck pins BaseEnvironment.run_healthcheck
+// (harbor-framework/harbor src/harbor/environments/base.py at 738fdfba):
+// it retries until
 // the command passes, and gives up after `retries` failures in a row once
 // the start period is over.
 func TestHealthcheck(t *testing.T) {
@@ -411,5 +422,31 @@ func TestPrebuiltImageGetsEnvironmentFiles(t *testing.T) {
 	}
 	if b, err := os.ReadFile(h.Path("/app/data.csv")); err != nil || string(b) != "a,b\n" {
 		t.Errorf("%q %v", b, err)
+	}
+}
+
+// TestOracleTimeoutIsTheRunsAgentTimeout: solve.sh runs under the agent's
+// timeout as the run scales it (agent_timeout_multiplier), and what it
+// printed before is in the error.
+func TestOracleTimeoutIsTheRunsAgentTimeout(t *testing.T) {
+	h := sdktest.New(t)
+	h.Datasets["d"] = []json.RawMessage{folderRowOf("t", map[string]file{
+		"task.toml":         {body: "[agent]\ntimeout_sec = 10\n[environment]\ndocker_image = \"img\"\n"},
+		"instruction.md":    {body: "x"},
+		"tests/test.sh":     {body: "true"},
+		"solution/solve.sh": {body: "#!/bin/bash\necho started\nsleep 30\n"},
+	})}
+	cfg := json.RawMessage(`{"dataset":"d","agent_timeout_multiplier":0.1}`)
+	var resp abi.TasksResponse
+	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: cfg}, &resp); err != nil || resp.Tasks[0].AgentTimeoutSec != 1 {
+		t.Fatalf("%v %+v", err, resp)
+	}
+	rr := abi.RolloutRequest{Task: resp.Tasks[0], Config: cfg}
+	if err := sdktest.Call(abi.HookSetup, rr, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := sdktest.Call(abi.HookOracle, rr, &abi.OracleResponse{})
+	if err == nil || !strings.Contains(err.Error(), "ran past the agent timeout of 1s") || !strings.Contains(err.Error(), "started") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -310,9 +310,12 @@ func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 	}
 	env := map[string]string{"DEBIAN_FRONTEND": "noninteractive"}
 	maps.Copy(env, t.SolutionEnv)
+	// The agent's timeout as the run has it (the task's, times
+	// agent_timeout_multiplier); Harbor passes it as int(seconds).
+	timeout := int64(r.Task.AgentTimeoutSec)
 	const out = agentLogDir + "/oracle.txt"
 	res, err := sdk.Exec(abi.ExecRequest{Cmd: "chmod +x " + solutionDir + "/solve.sh; (" + solutionDir + "/solve.sh) > " + out + " 2>&1",
-		TimeoutMs: int64(t.AgentTimeoutSec) * 1000, Env: env})
+		TimeoutMs: timeout * 1000, Env: env})
 	if err != nil {
 		return abi.OracleResponse{}, err
 	}
@@ -321,7 +324,7 @@ func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 		return abi.OracleResponse{}, err
 	}
 	if res.TimedOut {
-		return abi.OracleResponse{Output: log}, fmt.Errorf("solve.sh ran past the agent timeout of %ds", int64(t.AgentTimeoutSec))
+		return abi.OracleResponse{}, fmt.Errorf("solve.sh ran past the agent timeout of %ds; output tail:\n%s", timeout, tailString(log, 2000))
 	}
 	code := res.ExitCode
 	return abi.OracleResponse{Output: log, ExitCode: &code}, nil
