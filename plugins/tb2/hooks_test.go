@@ -264,6 +264,18 @@ func TestSandboxSpecFromTaskToml(t *testing.T) {
 	}
 }
 
+// verify loads a task with a prebuilt image, task.toml and test.sh, and
+// verifies it.
+func verify(t *testing.T, h *sdktest.Host, toml, test string, mode int64) abi.VerifyResponse {
+	t.Helper()
+	rr := loadOne(t, h, map[string]file{"task.toml": {body: toml + "[environment]\ndocker_image = \"img\"\n"}, "instruction.md": {body: "x"}, "tests/test.sh": {body: test, mode: mode}})
+	var v abi.VerifyResponse
+	if err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // TestVerifyHarborWay pins the verifier of harbor-framework/harbor
 // src/harbor/verifier/verifier.py at 738fdfba: test.sh is made executable
 // (its mode in the folder does not matter) and run as its own program
@@ -280,15 +292,7 @@ printf '=== short test summary info ===\nPASSED tests/test_a.py::test_one\nFAILE
 echo 1 > "$ROOT/logs/verifier/reward.txt"
 echo '{"reward": 0.5, "partial": 1}' > "$ROOT/logs/verifier/reward.json"
 `
-	rr := loadOne(t, h, map[string]file{
-		"task.toml":      {body: "[verifier]\nenv = { TOKEN = \"t0k\" }\n[environment]\ndocker_image = \"img\"\n"},
-		"instruction.md": {body: "x"},
-		"tests/test.sh":  {body: test, mode: 0o644},
-	})
-	var v abi.VerifyResponse
-	if err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &v); err != nil {
-		t.Fatal(err)
-	}
+	v := verify(t, h, "[verifier]\nenv = { TOKEN = \"t0k\" }\n", test, 0o644)
 	if v.Reward != 0.5 || v.Passed || v.RewardSource != rewardJSONPath || v.Scores["partial"] != 1 {
 		t.Errorf("%+v", v)
 	}
@@ -313,11 +317,7 @@ echo
 echo LAST-LINE
 echo 1 > "$ROOT/logs/verifier/reward.txt"
 `
-	rr := loadOne(t, h, map[string]file{"task.toml": {body: "[environment]\ndocker_image = \"img\"\n"}, "instruction.md": {body: "x"}, "tests/test.sh": {body: test}})
-	var v abi.VerifyResponse
-	if err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &v); err != nil {
-		t.Fatal(err)
-	}
+	v := verify(t, h, "", test, 0)
 	if len(v.Log) > abi.MaxVerifyLog+200 || !strings.HasPrefix(v.Log, "FIRST-LINE\n") || !strings.HasSuffix(v.Log, "LAST-LINE\n") ||
 		!strings.Contains(v.Log, "bytes of 3145750 cut here") || len(v.Output) > 4010 || v.RewardSource != rewardTextPath {
 		t.Errorf("log %d bytes, head %q, tail %q, output %d bytes", len(v.Log), v.Log[:20], v.Log[len(v.Log)-20:], len(v.Output))
@@ -334,11 +334,7 @@ cat > "$ROOT/logs/verifier/junit.xml" <<'XML'
 XML
 echo 0 > "$ROOT/logs/verifier/reward.txt"
 `
-	rr := loadOne(t, h, map[string]file{"task.toml": {body: "[environment]\ndocker_image = \"img\"\n"}, "instruction.md": {body: "x"}, "tests/test.sh": {body: test}})
-	var v abi.VerifyResponse
-	if err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &v); err != nil {
-		t.Fatal(err)
-	}
+	v := verify(t, h, "", test, 0)
 	want := []abi.TestResult{{Name: "t::a", Status: "passed"}, {Name: "t::b", Status: "failed", Message: "no"}}
 	if !reflect.DeepEqual(v.Tests, want) {
 		t.Errorf("%+v", v.Tests)
