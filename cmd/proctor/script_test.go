@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -68,8 +71,27 @@ func TestScripts(t *testing.T) {
 				return dockerAvailable(), nil
 			case "python":
 				return pyErr == nil, nil
+			case "bridge":
+				// The engine has a default bridge network (this
+				// machine's runs with --bridge=none).
+				return exec.Command("docker", "network", "inspect", "bridge").Run() == nil, nil
 			}
 			return false, nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"httpserve": httpServe},
 	})
+}
+
+// httpServe starts an HTTP server on 127.0.0.1 for the rest of the script,
+// answering "reachable" to every request, and sets $SERVER_URL to its URL.
+func httpServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: httpserve")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reachable") })}
+	go srv.Serve(l)
+	ts.Defer(func() { srv.Close() })
+	ts.Setenv("SERVER_URL", "http://"+l.Addr().String()+"/")
 }

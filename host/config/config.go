@@ -120,7 +120,11 @@ type Agent struct {
 
 // Sandbox is the [sandbox] section.
 type Sandbox struct {
-	Backend  string  `toml:"backend" json:"backend"`
+	Backend string `toml:"backend" json:"backend"`
+	// Network is what a task that asks for the internet gets: NetworkAuto
+	// (the default) the backend's ordinary network, "host" the host's,
+	// "none" nothing (the record of each such rollout says it was
+	// withheld). A task that does not ask gets none in every mode.
 	Network  string  `toml:"network" json:"network"`
 	CPUs     float64 `toml:"cpus" json:"cpus,omitempty"`
 	MemoryMB int64   `toml:"memory_mb" json:"memory_mb,omitempty"`
@@ -136,6 +140,9 @@ type Sandbox struct {
 	// cannot run.
 	Isolation *bool `toml:"isolation" json:"isolation,omitempty"`
 }
+
+// NetworkAuto is [sandbox] network's default.
+const NetworkAuto = "auto"
 
 // Isolated reports whether sandboxes keep the agent apart (the default).
 func (s Sandbox) Isolated() bool { return s.Isolation == nil || *s.Isolation }
@@ -494,7 +501,7 @@ func (c *Config) defaults() {
 		c.Sandbox.Backend = "docker"
 	}
 	if c.Sandbox.Network == "" {
-		c.Sandbox.Network = "none"
+		c.Sandbox.Network = NetworkAuto
 	}
 	if c.Env.Grants == nil {
 		c.Env.Grants = DefaultGrants
@@ -568,7 +575,7 @@ func (c *Config) validate(data []byte) error {
 	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
 		return err
 	}
-	if err := oneOf("sandbox.network", c.Sandbox.Network, "none", "host"); err != nil {
+	if err := oneOf("sandbox.network", c.Sandbox.Network, NetworkAuto, "none", "host"); err != nil {
 		return err
 	}
 	switch {

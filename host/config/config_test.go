@@ -75,6 +75,21 @@ func TestSetOverrides(t *testing.T) {
 	}
 }
 
+// TestNetworkDefault: a task that asks for the internet gets the backend's
+// ordinary network unless the config says otherwise, as Harbor gives it.
+func TestNetworkDefault(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{{"", NetworkAuto}, {"sandbox.network=none", "none"}, {"sandbox.network=host", "host"}, {"sandbox.network=auto", "auto"}} {
+		var sets []string
+		if tc.set != "" {
+			sets = []string{tc.set}
+		}
+		c, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", sets)
+		if err != nil || c.Sandbox.Network != tc.want {
+			t.Errorf("%q: %v %q", tc.set, err, c.Sandbox.Network)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	b, _ := os.ReadFile("../../examples/quickstart.toml")
 	f.Add(b)

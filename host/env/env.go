@@ -33,8 +33,14 @@ type Plugin struct {
 	Info    abi.HostInfo // proctor version, backend; rollout fields are filled per rollout
 	// Repos serves repo.checkout; nil refuses it.
 	Repos RepoSource
-	// AllowHostNetwork lets a plugin's spec ask for network "host".
-	AllowHostNetwork bool
+	// Network is the run's [sandbox] network: what a task that asks for
+	// the internet gets. "auto": the backend's ordinary network; "host":
+	// the host's; "none" (and ""): nothing, and its record says so.
+	Network string
+	// NoDefaultNetwork says why the backend's ordinary network would give
+	// a sandbox nothing ("" when it works); in auto mode a task's network
+	// is then withheld, with that reason in its record.
+	NoDefaultNetwork string
 	Log              *slog.Logger
 }
 
@@ -71,6 +77,7 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 			AgentTimeout:  time.Duration(t.AgentTimeoutSec * float64(time.Second)),
 			VerifyTimeout: time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
 			Raw:           raw,
+			Broken:        t.Broken,
 		})
 	}
 	return tasks, resp.Skipped, nil
@@ -112,6 +119,9 @@ type pluginRollout struct {
 	// resetErr is a reset that failed: the rollout's sandbox is in doubt,
 	// whatever the plugin made of the error.
 	resetErr error
+	// withheld says why the task's sandbox did not get the network it
+	// asked for.
+	withheld string
 }
 
 // classify tags plugin failures: a hook that failed on its own terms keeps
@@ -143,26 +153,55 @@ func (r *pluginRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
 	return r.convertSpec(s)
 }
 
-// convertSpec turns the plugin's spec into a sandbox spec; network "host"
-// only when the run allows it.
+// convertSpec turns the plugin's spec into a sandbox spec, with the
+// network the run gives the task.
 func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
-	network := sandbox.Network(s.Network)
-	switch network {
-	case "", sandbox.NetworkNone:
-		network = sandbox.NetworkNone
-	case sandbox.NetworkHost:
-		if !r.env.AllowHostNetwork {
-			network = sandbox.NetworkNone
-		}
+	wants := false
+	switch s.Network {
+	case "", string(sandbox.NetworkNone):
+	case abi.NetworkInternet, string(sandbox.NetworkHost):
+		wants = true
 	default:
-		return sandbox.Spec{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
+		return sandbox.Spec{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or %s", s.Network, abi.NetworkInternet))
 	}
+	network, build, withheld := r.env.networkFor(wants)
+	r.withheld = withheld
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
-		Workdir: s.Workdir, Env: s.Env, User: s.User, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		DiskMB: s.DiskMB, Network: network, Private: s.Private,
+		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
+		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
+		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)),
 	}, nil
 }
+
+// networkFor decides the network of a sandbox whose task asks for the
+// internet (wants) or not, and of its image's build, which gets the run's
+// network whatever the task asks, as Harbor's builds do. withheld says why
+// a task that asked got nothing.
+func (e *Plugin) networkFor(wants bool) (run, build sandbox.Network, withheld string) {
+	build = sandbox.NetworkNone
+	switch e.Network {
+	case "host":
+		build = sandbox.NetworkHost
+	case "auto":
+		if e.NoDefaultNetwork == "" {
+			build = sandbox.NetworkDefault
+		}
+	}
+	switch {
+	case !wants:
+		return sandbox.NetworkNone, build, ""
+	case build != sandbox.NetworkNone:
+		return build, build, ""
+	case e.Network == "auto":
+		return sandbox.NetworkNone, build, "the task asks for the internet; " + e.NoDefaultNetwork + `; [sandbox] network = "host" gives it the host's network`
+	}
+	return sandbox.NetworkNone, build, `the task asks for the internet; [sandbox] network = "none" withholds it`
+}
+
+// NetworkWithheld says why the rollout's sandbox did not get the network
+// its task asked for ("" when it did, or did not ask).
+func (r *pluginRollout) NetworkWithheld() string { return r.withheld }
 
 func (r *pluginRollout) Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.Sandbox, error)) {
 	r.sb, r.reset = sb, reset
@@ -181,17 +220,18 @@ func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 // Oracle runs on an instance of its own: it runs under the agent's
 // timeout, and a timeout discards the instance it ran on, which must not
 // take the verifier's instance with it.
-func (r *pluginRollout) Oracle(ctx context.Context) error {
+func (r *pluginRollout) Oracle(ctx context.Context) (scheduler.OracleResult, error) {
 	inst, err := r.fresh(ctx)
 	if err != nil {
-		return classify(err)
+		return scheduler.OracleResult{}, classify(err)
 	}
 	defer inst.Close(context.WithoutCancel(ctx))
-	err = classify(inst.Call(ctx, abi.HookOracle, r.req, nil))
+	var o abi.OracleResponse
+	err = classify(inst.Call(ctx, abi.HookOracle, r.req, &o))
 	if errors.Is(err, wasm.ErrUnknown) {
-		return scheduler.ErrNoOracle
+		return scheduler.OracleResult{}, scheduler.ErrNoOracle
 	}
-	return err
+	return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, err
 }
 
 func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (scheduler.Verdict, error) {
@@ -209,7 +249,21 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 }
 
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
-	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output}
+	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
+		Log: capLog(v.Log), RewardSource: v.RewardSource}
+}
+
+// maxLog caps a verifier log or an oracle's output the host keeps of a
+// plugin's answer (abi.MaxVerifyLog, with room for a plugin's own cut
+// marker).
+const maxLog = abi.MaxVerifyLog + 4096
+
+// capLog cuts s to maxLog, saying so.
+func capLog(s string) string {
+	if len(s) <= maxLog {
+		return s
+	}
+	return s[:maxLog] + "\n[proctor: the plugin sent more than the ABI's limit; the rest is cut]\n"
 }
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {

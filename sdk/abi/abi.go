@@ -175,6 +175,11 @@ type Task struct {
 	AgentTimeoutSec  float64         `json:"agent_timeout_sec,omitempty"`
 	VerifyTimeoutSec float64         `json:"verify_timeout_sec,omitempty"`
 	Data             json.RawMessage `json:"data,omitempty"`
+	// Broken says why the task cannot be run (its task.toml does not
+	// parse, say). The host lists it as broken; its rollouts still go
+	// through the hooks, which fail with the reason, so each is recorded.
+	// Empty for a runnable task (and from plugins older than the field).
+	Broken string `json:"broken,omitempty"`
 }
 
 // TasksResponse lists the tasks after the config's filters. Skipped lists
@@ -216,11 +221,22 @@ type SandboxSpec struct {
 	Workdir      string            `json:"workdir,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	User         string            `json:"user,omitempty"`
-	CPUs         float64           `json:"cpus,omitempty"`
-	MemoryMB     int64             `json:"memory_mb,omitempty"`
-	PidsMax      int64             `json:"pids_max,omitempty"`
-	DiskMB       int64             `json:"disk_mb,omitempty"` // what the sandbox may write
-	// Network "host" is honoured only when the run's config allows it.
+	// AgentUser is the user the agent's commands run as, when it is not
+	// User (the plugin's commands, the verifier's among them, run as
+	// User). Empty: User.
+	AgentUser string  `json:"agent_user,omitempty"`
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMB  int64   `json:"memory_mb,omitempty"`
+	PidsMax   int64   `json:"pids_max,omitempty"`
+	DiskMB    int64   `json:"disk_mb,omitempty"` // what the sandbox may write
+	// BuildTimeoutSec bounds starting the sandbox (building its image
+	// included); 0 leaves the run's sandbox start timeout.
+	BuildTimeoutSec float64 `json:"build_timeout_sec,omitempty"`
+	// Network says what the task needs: "" or "none" no network,
+	// NetworkInternet the internet. The run decides how it is given
+	// ([sandbox] network: the backend's ordinary network, the host's, or
+	// none, which withholds it and says so in the rollout's record).
+	// "host" is read as NetworkInternet.
 	Network string `json:"network,omitempty"`
 	// Private lists absolute folders only the plugin's own operations see:
 	// the verifier's tests and its output. Each starts empty, is emptied
@@ -229,6 +245,10 @@ type SandboxSpec struct {
 	// there). A backend that cannot keep them apart refuses the spec.
 	Private []string `json:"private,omitempty"`
 }
+
+// NetworkInternet is the SandboxSpec.Network of a task that needs the
+// internet.
+const NetworkInternet = "internet"
 
 // VerifyRequest asks for the verdict after the agent finished.
 type VerifyRequest struct {
@@ -244,18 +264,30 @@ type TestResult struct {
 }
 
 // VerifyResponse is the verdict. Output is the tail of the verifier's
-// output, for humans.
+// output, for humans; Log is its whole output, at most MaxVerifyLog bytes
+// (a longer one keeps its head and tail around a line that says what was
+// cut), which the host keeps in the run directory. RewardSource names
+// where the reward came from (a file, say).
 type VerifyResponse struct {
-	Reward float64            `json:"reward"`
-	Passed bool               `json:"passed"`
-	Scores map[string]float64 `json:"scores,omitempty"`
-	Tests  []TestResult       `json:"tests,omitempty"`
-	Output string             `json:"output,omitempty"`
+	Reward       float64            `json:"reward"`
+	Passed       bool               `json:"passed"`
+	Scores       map[string]float64 `json:"scores,omitempty"`
+	Tests        []TestResult       `json:"tests,omitempty"`
+	Output       string             `json:"output,omitempty"`
+	Log          string             `json:"log,omitempty"`
+	RewardSource string             `json:"reward_source,omitempty"`
 }
 
-// OracleResponse says how applying the reference solution went.
+// MaxVerifyLog is the most of VerifyResponse.Log and OracleResponse.Output
+// the host keeps.
+const MaxVerifyLog = 1 << 20
+
+// OracleResponse says how applying the reference solution went: what it
+// printed (at most MaxVerifyLog bytes) and, when it ran to its end, its
+// exit code.
 type OracleResponse struct {
-	Output string `json:"output,omitempty"`
+	Output   string `json:"output,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
 }
 
 // RewardRequest is the input of a reward plugin. Trajectory is the
