@@ -307,6 +307,10 @@ type InstanceConfig struct {
 	Ops  map[string]Op // by abi.Op* name
 	Seed uint64        // seeds the plugin's random source
 	Log  *slog.Logger
+
+	// clock, when not 0, gives the instance clocks of its own that start
+	// there (see stepClock) instead of the host's.
+	clock int64
 }
 
 // Instance is one plugin instance, for one rollout. Calls are serialised.
@@ -358,11 +362,15 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 		WithName("").
 		WithStartFunctions("_initialize").
 		WithRandSource(rand.NewChaCha8(seed)).
-		WithSysWalltime().
-		WithSysNanotime().
 		WithSysNanosleep().
 		WithStdout(out).
 		WithStderr(errw)
+	if cfg.clock != 0 {
+		c := &stepClock{now: cfg.clock}
+		mc = mc.WithWalltime(c.walltime, stepClockTick).WithNanotime(c.nanotime, stepClockTick)
+	} else {
+		mc = mc.WithSysWalltime().WithSysNanotime()
+	}
 	if p.files != nil {
 		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(p.files, "/"))
 	}
