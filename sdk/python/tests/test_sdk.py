@@ -4,7 +4,7 @@ CPython (3.10 or later):
     PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests
 
 The wasm side (the same dispatch inside the runtime, under the real host)
-is tested by the Go tests of sdk/python."""
+is tested by the Go tests of host/plugin/wasm (python_test.go)."""
 
 import base64
 import io
