@@ -150,7 +150,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.Is(err, errSomeFailed):
+	case errors.Is(err, errSomeFailed), errors.Is(err, errChecksFailed):
 		return exitRolloutsErr
 	case fault.IsUsage(err):
 		return exitUsage

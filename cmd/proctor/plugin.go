@@ -25,6 +25,8 @@ import (
 type pluginCmd struct {
 	Inspect inspectCmd `cmd:"" help:"Show a plugin's name, version, sha256, ABI, hooks, capabilities and config schema."`
 	Check   checkCmd   `cmd:"" help:"Load a plugin, run describe and tasks.load, and validate what comes back."`
+	Test    testCmd    `cmd:"" help:"Test a plugin before sharing it: every hook it declares, the oracle solving the first tasks and nop not."`
+	New     newCmd     `cmd:"" help:"Write a new plugin module, ready to build, test and run."`
 	Push    pushCmd    `cmd:"" help:"Push a plugin to an OCI registry, its manifest as annotations."`
 	Pull    pullCmd    `cmd:"" help:"Pull a plugin from an OCI registry into the cache, verified."`
 	Build   buildCmd   `cmd:"" help:"Build a plugin written in Python into one .wasm file."`
