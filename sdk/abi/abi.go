@@ -344,11 +344,18 @@ type OracleResponse struct {
 // rollout_id, seed, system, prompt, trajectory: {agent, model, messages
 // (OpenAI chat format), turns (usage, tool timings, errors), stop_reason,
 // usage}}.
+//
+// docs/reward-request.schema.json is its JSON Schema, generated from the
+// host's types.
 type RewardRequest struct {
-	Task       Task            `json:"task"`
-	Config     json.RawMessage `json:"config"`
+	// Task is the task as tasks.load listed it (Data included).
+	Task Task `json:"task"`
+	// Config is the [[reward]] table's config ({} when it has none).
+	Config json.RawMessage `json:"config"`
+	// Trajectory is the rollout's transcript (transcripts/<id>.json).
 	Trajectory json.RawMessage `json:"trajectory"`
-	Verify     VerifyResponse  `json:"verify"`
+	// Verify is the environment's verdict on the rollout.
+	Verify VerifyResponse `json:"verify"`
 }
 
 // RewardResponse is a reward plugin's verdict: Reward is its score (what
