@@ -37,8 +37,13 @@ warden: ## build the in-sandbox warden for linux/amd64 and linux/arm64 (embedded
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w' -o $(WARDEN)/warden-linux-$$a ./sandbox/warden || exit 1; \
 	done
 
+# proctor version and run manifests say which commit built the binary
+# (go build's own VCS stamp misses git worktrees and GOFLAGS=-buildvcs=false).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+
 build: plugins warden ## build bin/proctor with its bundled plugins
-	$(GO) build -trimpath -o $(BIN) ./cmd/proctor
+	$(GO) build -trimpath -ldflags "-X main.linkVersion=$(VERSION) -X main.linkRevision=$(REVISION)" -o $(BIN) ./cmd/proctor
 
 engine: ## make sure a Docker engine answers (installs and starts Debian's when missing)
 	@bash scripts/engine.sh

@@ -181,7 +181,7 @@ func (tc testCmd) rollouts(g *globals, c *config.Config, kind, dir string) ([]ru
 	cc := *c
 	cc.Agent.Kind = kind
 	cc.Run.Name, cc.Run.Attempts, cc.Run.Retries = "plugin-test-"+kind, 1, 0
-	r, err := hostrun.Open(&cc, hostrun.WithDir(dir), hostrun.WithVersion(version))
+	r, err := hostrun.Open(&cc, hostrun.WithDir(dir), hostrun.WithVersion(fullVersion()))
 	if err != nil {
 		return nil, err
 	}
