@@ -20,7 +20,7 @@ plugins: ## build the bundled plugins to wasm (embedded by build)
 	@mkdir -p $(BUNDLED)
 	@for p in $(PLUGINS); do \
 	  echo "plugin $$p"; \
-	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
 	done
 
 python-runtime: ## build the Python plugin runtime from Debian's sources (once per machine; cached)

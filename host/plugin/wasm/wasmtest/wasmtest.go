@@ -18,15 +18,20 @@ var (
 	dir   string
 )
 
+// Flags are the go build flags of make plugins, which plugin new's
+// Makefile uses too: no symbol table (the wasm name section) and no paths
+// of the build machine. Panics still name their functions and lines.
+var Flags = []string{"-trimpath", "-ldflags=-s -w"}
+
 // Build compiles the main package pkg (an import path, or a path relative
-// to the module root such as "./plugins/example") to wasm once per test
-// process and returns the file's path.
+// to the module root such as "./plugins/example") to wasm with Flags, once
+// per test process, and returns the file's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	return BuildWith(t, pkg)
+	return BuildWith(t, pkg, Flags...)
 }
 
-// BuildWith is Build with extra go build flags (say "-ldflags=-s -w").
+// BuildWith is Build with other go build flags than Flags.
 func BuildWith(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	mu.Lock()
