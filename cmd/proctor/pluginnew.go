@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/sdk"
+	"github.com/proctor-dev/proctor/sdk/python"
 )
 
 //go:embed scaffold
@@ -23,6 +24,7 @@ var scaffold embed.FS
 type newCmd struct {
 	Name   string `arg:"" help:"The plugin's name: lowercase letters, digits and dashes."`
 	Reward bool   `help:"A reward plugin ([[reward]]) instead of an environment."`
+	Python bool   `help:"In Python (built with proctor plugin build) instead of Go."`
 	Dir    string `help:"Where to write it (default: ./NAME)." type:"path"`
 	Module string `help:"The Go module path (default: NAME)."`
 	SDK    string `help:"A proctor checkout's sdk folder to build against (a replace to it), instead of a copy of the SDK inside the module." type:"existingdir" placeholder:"DIR"`
@@ -30,8 +32,12 @@ type newCmd struct {
 
 var pluginName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// vendoredSDK is where plugin new puts its copy of the SDK in the module.
-const vendoredSDK = "third_party/proctor-sdk"
+// Where plugin new puts its copy of the Go SDK in the module, and of the
+// Python SDK next to a Python plugin (for its native tests).
+const (
+	vendoredSDK   = "third_party/proctor-sdk"
+	vendoredPySDK = "third_party/proctor-python"
+)
 
 // Run writes the module: go.mod, main.go with every hook stubbed and
 // commented, its native test, a sample dataset (environments), a run
@@ -46,6 +52,12 @@ func (n newCmd) Run(g *globals) error {
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return &fault.Usage{Err: fmt.Errorf("%s already exists and is not empty", dir), Hint: "give another name or --dir"}
+	}
+	if n.Python {
+		if n.SDK != "" || n.Module != "" {
+			return &fault.Usage{Err: errors.New("--sdk and --module are for Go plugins"), Hint: "leave them out with --python"}
+		}
+		return n.write(g, dir, map[string]string{"Name": n.Name, "PySDK": vendoredPySDK})
 	}
 	data := map[string]string{"Name": n.Name, "Module": n.Module, "SDKVersion": sdk.Version}
 	if data["Module"] == "" {
@@ -63,7 +75,13 @@ func (n newCmd) Run(g *globals) error {
 	} else {
 		data["SDKPath"], data["ReplaceNote"] = "./"+vendoredSDK, "A copy of the SDK that built this module (proctor plugin new). Once the SDK is published, drop this line and the folder, and run go mod tidy."
 	}
-	kind := "env"
+	return n.write(g, dir, data)
+}
+
+// write renders the templates of the plugin's kind into dir and copies
+// the SDK in where the module needs it.
+func (n newCmd) write(g *globals, dir string, data map[string]string) error {
+	kind, lang := "env", "go"
 	if n.Reward {
 		kind = "reward"
 	}
@@ -74,10 +92,19 @@ func (n newCmd) Run(g *globals) error {
 		"main.go":        kind + "/main.go.tmpl",
 		"main_test.go":   kind + "/main_test.go.tmpl",
 		n.Name + ".toml": kind + "/config.toml.tmpl",
-		"tasks.jsonl":    "env/tasks.jsonl.tmpl",
 	}
-	if n.Reward {
-		delete(files, "tasks.jsonl")
+	if n.Python {
+		lang = "python"
+		files = map[string]string{
+			"Makefile":       "python-Makefile.tmpl",
+			".gitignore":     "python-gitignore.tmpl",
+			"plugin.py":      "python-" + kind + "/plugin.py.tmpl",
+			"test_plugin.py": "python-" + kind + "/test_plugin.py.tmpl",
+			n.Name + ".toml": kind + "/config.toml.tmpl",
+		}
+	}
+	if !n.Reward {
+		files["tasks.jsonl"] = "env/tasks.jsonl.tmpl"
 	}
 	for name, tmpl := range files {
 		b, err := render(tmpl, data)
@@ -88,13 +115,18 @@ func (n newCmd) Run(g *globals) error {
 			return err
 		}
 	}
-	if n.SDK == "" {
-		if err := copySDK(filepath.Join(dir, vendoredSDK)); err != nil {
-			return err
-		}
+	var err error
+	switch {
+	case n.Python:
+		err = copyFS(python.SDK(), filepath.Join(dir, vendoredPySDK))
+	case n.SDK == "":
+		err = copyFS(sdk.Source, filepath.Join(dir, vendoredSDK))
 	}
-	fmt.Fprintf(g.stdout, "wrote   %s (%s plugin %s)\nnext    cd %s && make test && make wasm\ncheck   proctor plugin test %s.wasm --config %s.toml\n",
-		dir, map[bool]string{false: "environment", true: "reward"}[n.Reward], n.Name, dir, n.Name, n.Name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "wrote   %s (%s plugin %s, in %s)\nnext    cd %s && make test && make wasm\ncheck   proctor plugin test %s.wasm --config %s.toml\n",
+		dir, map[bool]string{false: "environment", true: "reward"}[n.Reward], n.Name, lang, dir, n.Name, n.Name)
 	return nil
 }
 
@@ -131,14 +163,15 @@ func writeNew(name string, b []byte) error {
 	return f.Close()
 }
 
-// copySDK writes the SDK this proctor was built with (without its tests)
-// into dir: the module builds with nothing but Go.
-func copySDK(dir string) error {
-	return fs.WalkDir(sdk.Source, ".", func(p string, d fs.DirEntry, err error) error {
+// copyFS writes an SDK this proctor was built with (without its tests)
+// into dir: the module builds with nothing but Go, a Python plugin's tests
+// run with nothing but python3.
+func copyFS(src fs.FS, dir string) error {
+	return fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") {
 			return err
 		}
-		b, err := sdk.Source.ReadFile(p)
+		b, err := fs.ReadFile(src, p)
 		if err != nil {
 			return err
 		}
