@@ -90,9 +90,7 @@ func checkReward(ctx context.Context, g *globals, c *config.Config, i int, p *pl
 		// as in a run that does not grant it.
 		fmt.Fprintf(g.stdout, "note model.complete is optional for this plugin and check serves no model: scored as if it were not granted; stack it in a run with a [model] to try the rest\n")
 	}
-	tr := []byte(`{"task_id":"check","prompt":"Say hello.","trajectory":{"agent":"llm","messages":[{"role":"user","content":"Say hello."},{"role":"assistant","content":"Hello."}],"turns":[{"index":0,"usage":{"prompt_tokens":10,"completion_tokens":2}}],"stop_reason":"done"}}`)
-	s := rp.Score(ctx, scheduler.ScoreInput{Task: scheduler.Task{ID: "check"}, Info: scheduler.RolloutInfo{RolloutID: "check#0"}, Transcript: tr,
-		Verdict: scheduler.Verdict{Reward: 1, Passed: true}})
+	s := rp.Score(ctx, sampleRollout)
 	if s.Error != "" {
 		return &fault.Usage{Err: fmt.Errorf("reward.score: %s", s.Error)}
 	}

@@ -300,15 +300,18 @@ func (tc testCmd) testReward(g *globals, ck *checks, c *config.Config, i int, p 
 	return nil
 }
 
-// sampleTranscript is a made-up rollout: one user message, one answer.
+// sampleRollout is a made-up rollout (one user message, one answer, a
+// passed verdict) that check and test score reward plugins on.
+var sampleRollout = scheduler.ScoreInput{Task: scheduler.Task{ID: "sample"}, Info: scheduler.RolloutInfo{RolloutID: "sample#0", TaskID: "sample"},
+	Transcript: []byte(sampleTranscript), Verdict: scheduler.Verdict{Reward: 1, Passed: true}}
+
 const sampleTranscript = `{"rollout_id":"sample#0","task_id":"sample","seed":0,"prompt":"Say hello.","system":"","trajectory":{"agent":"llm","model":"sample","messages":[{"role":"user","content":"Say hello."},{"role":"assistant","content":"Hello."}],"turns":[{"index":0,"usage":{"prompt_tokens":10,"completion_tokens":2},"model_secs":0.5}],"stop_reason":"done","usage":{"prompt_tokens":10,"completion_tokens":2}}}`
 
 // recorded is what reward.score is tried on: the first --tasks rollouts of
 // the --run directory with a transcript, or the sample.
 func (tc testCmd) recorded(c *config.Config) ([]scheduler.ScoreInput, error) {
 	if tc.RunDir == "" {
-		return []scheduler.ScoreInput{{Task: scheduler.Task{ID: "sample"}, Info: scheduler.RolloutInfo{RolloutID: "sample#0", TaskID: "sample"},
-			Transcript: []byte(sampleTranscript), Verdict: scheduler.Verdict{Reward: 1, Passed: true}}}, nil
+		return []scheduler.ScoreInput{sampleRollout}, nil
 	}
 	recs, err := rundir.Read(tc.RunDir)
 	if err != nil {
