@@ -1,5 +1,7 @@
 // Package sdk is the Go SDK for proctor environment plugins. It depends on
-// the standard library only.
+// the standard library only, and is a module of its own
+// (github.com/proctor-dev/proctor/sdk) that a plugin's module requires;
+// `proctor plugin new NAME` writes such a module, ready to build.
 //
 // A plugin is a main package that registers its environment in init and
 // has an empty main:
