@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -58,6 +60,11 @@ func TestScripts(t *testing.T) {
 			}
 			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
+			// plugin new's scripts build Go modules: the go command needs
+			// its caches (and no network: GOPROXY=off in those scripts).
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
 			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
@@ -95,3 +102,13 @@ func httpServe(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Defer(func() { srv.Close() })
 	ts.Setenv("SERVER_URL", "http://"+l.Addr().String()+"/")
 }
+
+// goEnv is where the go command keeps its caches and finds its toolchain.
+var goEnv = sync.OnceValue(func() map[string]string {
+	out, err := exec.Command("go", "env", "-json", "GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT").Output()
+	m := map[string]string{}
+	if err == nil {
+		json.Unmarshal(out, &m)
+	}
+	return m
+})

@@ -36,6 +36,11 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nname='s'\n[[reward]]\nplugin='b.wasm'\nname='s'", "two [[reward]] tables are named", ""},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nwieght=1", "reward.wieght: unknown key", `"reward.weight"`},
 		{"[agent]\nkind='nop'\nterminal_timeout = -5\n[env]\nplugin='x'", "x.toml:3: agent.terminal_timeout", "300"},
+		// An unknown grant is refused, with the closest and every known one
+		// (it used to be kept, and suggested back in the grants hint).
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
