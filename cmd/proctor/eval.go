@@ -119,12 +119,13 @@ type reportCmd struct {
 }
 
 func (r reportCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(r.Dir, rundir.ResultsFile)); err != nil {
-		return &fault.Usage{Err: fmt.Errorf("%s has no %s", r.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	release, err := readRun(g, r.Dir, "report", true)
+	if err != nil {
+		return err
 	}
+	defer release()
 	// Read, not Open: the run may still be writing to the directory.
 	var buf bytes.Buffer
-	var err error
 	if r.Format == "html" {
 		err = report.WriteHTML(&buf, r.Dir, report.HTMLOptions{})
 	} else {
@@ -145,6 +146,24 @@ func (r reportCmd) Run(g *globals) error {
 		return &fault.Infra{Err: err}
 	}
 	return nil
+}
+
+// readRun opens the run directory dir for a reader (command): it must
+// hold a run, and the reader takes its shared lock, which a run being
+// written does not refuse. With note, it says when a writer is still at
+// work, so what is read is the run so far. release drops the lock.
+func readRun(g *globals, dir, command string, note bool) (release func(), err error) {
+	if _, err := os.Stat(filepath.Join(dir, rundir.ResultsFile)); err != nil {
+		return nil, &fault.Usage{Err: fmt.Errorf("%s has no %s", dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	}
+	l, err := rundir.LockShared(dir, command)
+	if err != nil {
+		return nil, &fault.Infra{Err: err}
+	}
+	if w, ok := rundir.Writer(dir); ok && note {
+		fmt.Fprintf(g.stderr, "proctor: note: %s is still writing this run: what follows is the run so far\n", w)
+	}
+	return func() { l.Unlock() }, nil
 }
 
 type sandboxCmd struct {

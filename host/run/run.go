@@ -16,7 +16,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -40,6 +42,7 @@ type Run struct {
 	man     rundir.Manifest
 	resumed bool
 	store   *rundir.Store
+	lock    *rundir.Lock
 }
 
 // Option sets up a Run.
@@ -84,14 +87,57 @@ type Notice struct {
 }
 
 // Open opens the run directory of c for a run: a new one, or the resume of
-// the run it holds. A process run's attempts become its group size, and
-// one resumed with another group size is refused before anything is
-// written. Close releases the directory.
+// the run it holds. It takes the directory's exclusive lock first: a
+// directory another process writes to is refused, naming that process. A
+// process run's attempts become its group size, and one resumed with
+// another group size is refused before anything is written. Close releases
+// the directory.
 func Open(c *config.Config, opts ...Option) (*Run, error) {
 	r := &Run{cfg: c, dir: filepath.Join(c.Run.OutDir, c.Run.Name), notify: func(Notice) {}}
 	for _, o := range opts {
 		o(r)
 	}
+	if err := r.lockDir(); err != nil {
+		return nil, err
+	}
+	if err := r.open(); err != nil {
+		r.lock.Unlock()
+		return nil, err
+	}
+	return r, nil
+}
+
+// lockDir makes the run directory and takes its exclusive lock.
+func (r *Run) lockDir() error {
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return &fault.Infra{Err: fmt.Errorf("run directory: %w", err), Hint: "check that the run directory is writable and the disk has room"}
+	}
+	cmd := "eval"
+	if r.process {
+		cmd = "process"
+	}
+	var err error
+	r.lock, err = rundir.LockExclusive(r.dir, cmd)
+	var held *rundir.HeldError
+	var bad *rundir.BadLockError
+	switch {
+	case errors.As(err, &held):
+		return &fault.Usage{Err: err, Hint: fmt.Sprintf("wait for it to finish or stop it (kill %d), or write this run to another directory with --out", held.Holder.PID)}
+	case errors.As(err, &bad):
+		return &fault.Usage{Err: err, Hint: "if no proctor writes to this run, remove " + bad.Path}
+	case err != nil:
+		return &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
+	}
+	for _, o := range r.lock.TakenOver {
+		r.notify(Notice{"note", fmt.Sprintf("took over the lock of %s, which is no longer running", o)})
+	}
+	return nil
+}
+
+// open reads what the locked run directory holds: the manifest of the run
+// to resume (none: a new run) and its results.
+func (r *Run) open() error {
+	c := r.cfg
 	// The manifest keeps the run id across resumes, so leftovers of a
 	// killed run can be found by label.
 	prior, _, err := rundir.ReadManifest(r.dir)
@@ -100,12 +146,12 @@ func Open(c *config.Config, opts ...Option) (*Run, error) {
 	}
 	if r.process {
 		if err := checkGroupSize(r.dir, prior, c.Process.GroupSize); err != nil {
-			return nil, err
+			return err
 		}
 		c.Run.Attempts = c.Process.GroupSize
 	}
 	if r.store, err = rundir.Open(r.dir); err != nil {
-		return nil, &fault.Infra{Err: err, Hint: "check that the run directory is writable and the disk has room"}
+		return &fault.Infra{Err: err, Hint: "check that the run directory is writable and the disk has room"}
 	}
 	r.man, r.resumed = prior, prior.RunID != ""
 	if r.resumed {
@@ -117,7 +163,7 @@ func Open(c *config.Config, opts ...Option) (*Run, error) {
 		r.man = rundir.Manifest{RunID: newRunID(c.Run.Name), Name: c.Run.Name, StartedAt: time.Now().UTC()}
 	}
 	r.man.FinishedAt = nil
-	return r, nil
+	return nil
 }
 
 // ID is the run id, the same across resumes.
@@ -127,7 +173,13 @@ func (r *Run) ID() string { return r.man.RunID }
 func (r *Run) Dir() string { return r.dir }
 
 // Close releases the run directory.
-func (r *Run) Close() error { return r.store.Close() }
+func (r *Run) Close() error {
+	err := r.store.Close()
+	if uerr := r.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	return err
+}
 
 // newRunID names a new run: its name, the time and a random suffix.
 func newRunID(name string) string {
