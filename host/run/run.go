@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,9 +141,15 @@ func (r *Run) open() error {
 	c := r.cfg
 	// The manifest keeps the run id across resumes, so leftovers of a
 	// killed run can be found by label.
+	// Only a missing manifest means a new run: one that cannot be read
+	// would make a resume a new run (a new id, no pruning) and overwrite it.
 	prior, _, err := rundir.ReadManifest(r.dir)
-	if err != nil || prior.RunID == "" {
-		prior = rundir.Manifest{}
+	if err == nil && prior.RunID == "" {
+		err = fmt.Errorf("%s names no run id", rundir.ManifestFile)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &fault.Usage{Err: fmt.Errorf("resume %s: %w", r.dir, err),
+			Hint: "restore " + rundir.ManifestFile + " (it holds the run id a resume keeps), or move the directory away to start a new run"}
 	}
 	if r.process {
 		if err := checkGroupSize(r.dir, prior, c.Process.GroupSize); err != nil {
