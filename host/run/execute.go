@@ -131,6 +131,7 @@ func (r *Run) start(p Parts) error {
 	for _, s := range r.man.SkippedTasks {
 		r.notify(Notice{"warning", fmt.Sprintf("task %s skipped by the plugin: %s", s["id"], s["reason"])})
 	}
+	r.started = true
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		return &fault.Infra{Err: err}
 	}

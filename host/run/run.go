@@ -44,6 +44,11 @@ type Run struct {
 	resumed bool
 	store   *rundir.Store
 	lock    *rundir.Lock
+	// created is the topmost folder Open made for the run directory ("":
+	// it existed); started is set once Execute writes the manifest. A run
+	// that never started leaves no folder it made behind.
+	created string
+	started bool
 }
 
 // Option sets up a Run.
@@ -102,7 +107,7 @@ func Open(c *config.Config, opts ...Option) (*Run, error) {
 		return nil, err
 	}
 	if err := r.open(); err != nil {
-		r.lock.Unlock()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
@@ -110,7 +115,9 @@ func Open(c *config.Config, opts ...Option) (*Run, error) {
 
 // lockDir makes the run directory and takes its exclusive lock.
 func (r *Run) lockDir() error {
+	r.created = firstMissing(r.dir)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		r.removeCreated()
 		return &fault.Infra{Err: fmt.Errorf("run directory: %w", err), Hint: "check that the run directory is writable and the disk has room"}
 	}
 	cmd := "eval"
@@ -123,11 +130,15 @@ func (r *Run) lockDir() error {
 	var bad *rundir.BadLockError
 	switch {
 	case errors.As(err, &held):
-		return &fault.Usage{Err: err, Hint: fmt.Sprintf("wait for it to finish or stop it (kill %d), or write this run to another directory with --out", held.Holder.PID)}
+		err = &fault.Usage{Err: err, Hint: fmt.Sprintf("wait for it to finish or stop it (kill %d), or write this run to another directory with --out", held.Holder.PID)}
 	case errors.As(err, &bad):
-		return &fault.Usage{Err: err, Hint: "if no proctor writes to this run, remove " + bad.Path}
+		err = &fault.Usage{Err: err, Hint: "if no proctor writes to this run, remove " + bad.Path}
 	case err != nil:
-		return &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
+		err = &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
+	}
+	if err != nil {
+		r.removeCreated()
+		return err
 	}
 	for _, o := range r.lock.TakenOver {
 		r.notify(Notice{"note", fmt.Sprintf("took over the lock of %s, which is no longer running", o)})
@@ -179,13 +190,54 @@ func (r *Run) ID() string { return r.man.RunID }
 // Dir is the run directory.
 func (r *Run) Dir() string { return r.dir }
 
-// Close releases the run directory.
+// Close releases the run directory. A run that never started (its plugin
+// did not load, it selects no task, ...) leaves no folder Open made.
 func (r *Run) Close() error {
-	err := r.store.Close()
+	var err error
+	if r.store != nil {
+		err = r.store.Close()
+	}
+	if !r.started && r.created != "" {
+		if recs, rerr := rundir.Read(r.dir); rerr == nil && len(recs) == 0 {
+			os.Remove(filepath.Join(r.dir, rundir.ResultsFile))
+			os.Remove(filepath.Join(r.dir, rundir.TranscriptsDir))
+		}
+	}
 	if uerr := r.lock.Unlock(); err == nil {
 		err = uerr
 	}
+	if !r.started {
+		r.removeCreated()
+	}
 	return err
+}
+
+// firstMissing is the topmost folder of dir that does not exist ("" when
+// dir exists).
+func firstMissing(dir string) string {
+	missing := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			return missing
+		}
+		missing = d
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
+}
+
+// removeCreated removes the folders Open made, from the run directory up
+// to the topmost, as far as they are empty.
+func (r *Run) removeCreated() {
+	if r.created == "" {
+		return
+	}
+	for d := filepath.Clean(r.dir); ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == r.created || filepath.Dir(d) == d {
+			return
+		}
+	}
 }
 
 // newRunID names a new run: its name, the time and a random suffix.
