@@ -547,6 +547,8 @@ func (c *Config) validate(data []byte) error {
 		return nil
 	}
 	switch {
+	case c.Env.MemoryMB > MaxPluginMemoryMB:
+		return bad("env.memory_mb", fmt.Sprintf("%d is over %d", c.Env.MemoryMB, MaxPluginMemoryMB), "a plugin is a 32-bit WebAssembly module: it can address at most 4 GiB")
 	case c.Run.Concurrency < 1:
 		return bad("run.concurrency", "must be at least 1", "")
 	case c.Run.Attempts < 1:
@@ -620,6 +622,10 @@ func (c *Config) validate(data []byte) error {
 	}
 	return nil
 }
+
+// MaxPluginMemoryMB is the most memory a plugin instance can have: a
+// 32-bit WebAssembly module addresses 4 GiB.
+const MaxPluginMemoryMB = 4096
 
 // Resolve turns a path from the config into one relative to the current
 // directory (relative paths in a config are relative to its folder).
