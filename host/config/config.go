@@ -620,6 +620,9 @@ func (c *Config) validate(data []byte) error {
 	if c.Model.APIKeyEnv != "" && strings.ContainsAny(c.Model.APIKeyEnv, " -/") {
 		return bad("model.api_key_env", "must name an environment variable, not hold the key", "e.g. api_key_env = \"OPENAI_API_KEY\"")
 	}
+	if key, msg := checkNumbers(reflect.ValueOf(*c), ""); key != "" {
+		return bad(key, msg, "give a positive value, or leave the key out for its default")
+	}
 	return nil
 }
 
@@ -658,4 +661,64 @@ func (c *Config) Hash() string {
 func (c *Config) PluginConfig() json.RawMessage {
 	b, _ := json.Marshal(c.Env.Config)
 	return b
+}
+
+// mayBeNegative are the numeric keys a negative value makes sense for:
+// weights (a penalty) and reward thresholds.
+var mayBeNegative = map[string]bool{"reward.weight": true, "env.reward_weight": true, "process.min_reward": true, "process.temperatures": true}
+
+// checkNumbers refuses a negative duration or number (but for the keys of
+// mayBeNegative) and a float that is not finite, anywhere in v (the
+// config): a negative timeout or scale would switch a limit off, nan or
+// inf (which TOML can write) would poison every sum. It returns the first
+// offending key and what is wrong with it.
+func checkNumbers(v reflect.Value, prefix string) (key, msg string) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := strings.TrimPrefix(prefix+"."+tag, ".")
+		if k, m := checkValue(v.Field(i), key); k != "" {
+			return k, m
+		}
+	}
+	return "", ""
+}
+
+func checkValue(f reflect.Value, key string) (string, string) {
+	if d, ok := f.Interface().(Duration); ok {
+		if d.Duration < 0 {
+			return key, fmt.Sprintf("%s is negative", d.Duration)
+		}
+		return "", ""
+	}
+	switch f.Kind() {
+	case reflect.Pointer:
+		if !f.IsNil() {
+			return checkValue(f.Elem(), key)
+		}
+	case reflect.Struct:
+		return checkNumbers(f, key)
+	case reflect.Slice:
+		for j := 0; j < f.Len(); j++ {
+			if k, m := checkValue(f.Index(j), key); k != "" {
+				return k, m
+			}
+		}
+	case reflect.Int, reflect.Int64:
+		if f.Int() < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%d is negative", f.Int())
+		}
+	case reflect.Float64:
+		x := f.Float()
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return key, fmt.Sprintf("%v is not a number", x)
+		}
+		if x < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%v is negative", x)
+		}
+	}
+	return "", ""
 }
