@@ -546,6 +546,9 @@ func (c *Config) validate(data []byte) error {
 		}
 		return nil
 	}
+	if err := checkName(c.Run.Name); err != nil {
+		return bad("run.name", err.Error(), "run.name is a folder inside run.out_dir: to write elsewhere, set run.out_dir or --out")
+	}
 	switch {
 	case c.Env.MemoryMB > MaxPluginMemoryMB:
 		return bad("env.memory_mb", fmt.Sprintf("%d is over %d", c.Env.MemoryMB, MaxPluginMemoryMB), "a plugin is a 32-bit WebAssembly module: it can address at most 4 GiB")
@@ -629,6 +632,15 @@ func (c *Config) validate(data []byte) error {
 // MaxPluginMemoryMB is the most memory a plugin instance can have: a
 // 32-bit WebAssembly module addresses 4 GiB.
 const MaxPluginMemoryMB = 4096
+
+// checkName refuses a run name that is not one folder's name: it would
+// put the run directory outside run.out_dir.
+func checkName(name string) error {
+	if name == "." || name == ".." || strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("%q is not a plain name", name)
+	}
+	return nil
+}
 
 // Resolve turns a path from the config into one relative to the current
 // directory (relative paths in a config are relative to its folder).
