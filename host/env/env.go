@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
@@ -205,12 +207,36 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 	if err != nil {
 		return scheduler.Verdict{}, err
 	}
+	if err := checkReward(v.Reward, v.Scores); err != nil {
+		return scheduler.Verdict{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin %s hook %s: %w", r.env.Wasm.Name(), abi.HookVerify, err))
+	}
 	return verdict(v), nil
 }
 
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output}
 }
+
+// MaxReward bounds what a plugin may give as a reward or a named score:
+// finite, and within ±MaxReward. Far more than any reward scale needs, it
+// keeps every sum of a run (weights, means over rollouts) finite.
+const MaxReward = 1e6
+
+// checkReward refuses a reward or a named score outside ±MaxReward, saying
+// which and what it was.
+func checkReward(reward float64, scores map[string]float64) error {
+	if !inRange(reward) {
+		return fmt.Errorf("reward %g is outside the range a reward may take, finite and within ±%g", reward, float64(MaxReward))
+	}
+	for _, k := range slices.Sorted(maps.Keys(scores)) {
+		if !inRange(scores[k]) {
+			return fmt.Errorf("score %q is %g, outside the range a score may take, finite and within ±%g", k, scores[k], float64(MaxReward))
+		}
+	}
+	return nil
+}
+
+func inRange(x float64) bool { return x >= -MaxReward && x <= MaxReward } // false for NaN
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
 	err := r.call(ctx, abi.HookTeardown, r.req, nil)

@@ -244,7 +244,8 @@ type TestResult struct {
 }
 
 // VerifyResponse is the verdict. Output is the tail of the verifier's
-// output, for humans.
+// output, for humans. Reward and every score are finite and within ±1e6;
+// the host refuses a verdict outside that.
 type VerifyResponse struct {
 	Reward float64            `json:"reward"`
 	Passed bool               `json:"passed"`
@@ -271,7 +272,8 @@ type RewardRequest struct {
 }
 
 // RewardResponse is a reward plugin's verdict: Reward is its score (what
-// the run weighs and adds up), Scores any named details.
+// the run weighs and adds up), Scores any named details; all finite and
+// within ±1e6, as in VerifyResponse.
 type RewardResponse struct {
 	Reward float64            `json:"reward"`
 	Scores map[string]float64 `json:"scores,omitempty"`

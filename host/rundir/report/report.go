@@ -57,6 +57,7 @@ type RewardStat struct {
 // rewardStats sums up the stacked rewards of recs.
 func rewardStats(recs []rundir.Record) map[string]RewardStat {
 	var out map[string]RewardStat
+	scored := map[string][]float64{}
 	for _, r := range recs {
 		for _, rs := range r.Rewards {
 			if out == nil {
@@ -74,11 +75,16 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 			if rs.Error != "" {
 				st.Errors++
 			} else {
-				st.Mean = (st.Mean*float64(st.N) + rs.Reward) / float64(st.N+1)
+				scored[rs.Name] = append(scored[rs.Name], rs.Reward)
 				st.N++
 			}
 			out[rs.Name] = st
 		}
+	}
+	for name, xs := range scored {
+		st := out[name]
+		st.Mean = mean(xs)
+		out[name] = st
 	}
 	return out
 }
@@ -119,7 +125,7 @@ func Summarize(recs []rundir.Record) Summary {
 	s.Rollouts = len(recs)
 	byTask := map[string][]rundir.Record{}
 	phases := map[string][]float64{}
-	var reward float64
+	var rewards []float64
 	passed, scored := 0, 0
 	for _, r := range recs {
 		s.Outcomes[r.Outcome]++
@@ -131,7 +137,7 @@ func Summarize(recs []rundir.Record) Summary {
 		if r.Outcome == rundir.OutcomePassed {
 			passed++
 		}
-		reward += r.Reward
+		rewards = append(rewards, r.Reward)
 		byTask[r.TaskID] = append(byTask[r.TaskID], r)
 		cat := r.Category
 		if cat == "" {
@@ -144,9 +150,9 @@ func Summarize(recs []rundir.Record) Summary {
 		}
 		s.Categories[cat] = c
 		s.Usage = s.Usage.Add(r.Usage)
-		s.CostUSD += r.CostUSD
+		s.CostUSD = rundir.Finite(s.CostUSD + rundir.Finite(r.CostUSD))
 		for p, v := range r.Phases {
-			phases[p] = append(phases[p], v)
+			phases[p] = append(phases[p], rundir.Finite(v))
 		}
 		s.Slowest = append(s.Slowest, Slow{r.RolloutID, r.Duration().Seconds(), r.Outcome})
 	}
@@ -158,7 +164,7 @@ func Summarize(recs []rundir.Record) Summary {
 	s.PassRate = ratio(passed, s.Rollouts)
 	s.PassRateScored = ratio(passed, scored)
 	if s.Rollouts > 0 {
-		s.MeanReward = reward / float64(s.Rollouts)
+		s.MeanReward = mean(rewards)
 		s.Rewards = rewardStats(recs)
 	}
 	for p, v := range phases {
@@ -260,12 +266,30 @@ func PassAtK(n, c, k int) float64 {
 
 func timing(v []float64) PhaseTiming {
 	slices.Sort(v)
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
 	q := func(f float64) float64 { return v[min(len(v)-1, int(f*float64(len(v))))] }
-	return PhaseTiming{Mean: sum / float64(len(v)), P50: q(0.5), P95: q(0.95), Max: v[len(v)-1]}
+	return PhaseTiming{Mean: mean(v), P50: q(0.5), P95: q(0.95), Max: v[len(v)-1]}
+}
+
+// mean is the mean of xs, made finite first: whatever finite numbers a
+// run recorded, the mean is in float64's range even where their sum is
+// not.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += rundir.Finite(x)
+	}
+	n := float64(len(xs))
+	if !math.IsInf(sum, 0) {
+		return sum / n
+	}
+	sum = 0
+	for _, x := range xs {
+		sum += rundir.Finite(x) / n
+	}
+	return sum
 }
 
 // outcomes are the outcomes in the order reports list them.
