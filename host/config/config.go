@@ -669,6 +669,34 @@ func (c *Config) Hash() string {
 	return hex.EncodeToString(h[:])
 }
 
+// Named is every string [env.config] holds, in tables and arrays too: the
+// datasets (paths relative to the config file's folder, hf:// names) the
+// plugin may read through dataset.read, whichever keys name them.
+func (c *Config) Named() []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range slices.Sorted(mapsKeys(x)) {
+				walk(x[k])
+			}
+		}
+	}
+	walk(c.Env.Config)
+	return out
+}
+
 // PluginConfig is env.config as JSON, for the plugin.
 func (c *Config) PluginConfig() json.RawMessage {
 	b, _ := json.Marshal(c.Env.Config)

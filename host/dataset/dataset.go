@@ -37,20 +37,46 @@ import (
 // DefaultLimit is the page size when a request gives none.
 const DefaultLimit = 1000
 
-// Reader reads datasets for one run. It caches decoded files in memory so
-// paging through a large file decodes it once.
+// Reader reads datasets for one run. It serves only the datasets the run
+// names (Named): a plugin, which may come from anywhere, must not read the
+// user's files. It caches decoded files in memory so paging through a
+// large file decodes it once.
 type Reader struct {
 	// BaseDir resolves relative sources (the config file's folder).
 	BaseDir string
 	// Hub downloads hf:// datasets; nil refuses them.
 	Hub *Hub
+	// Named are what the run's config names, as written there: a local
+	// path (relative to BaseDir) is served when a request resolves to the
+	// same path, an hf://owner/name dataset at any revision. Nothing else
+	// is served.
+	Named []string
 
 	mu    sync.Mutex
 	cache map[string][]json.RawMessage
 }
 
+// DeniedError is a request for a dataset the run does not serve: one the
+// config does not name, or a folder no run serves whole.
+type DeniedError struct {
+	Source string // as the plugin asked
+	Path   string // where a local source resolves; "" for hf://
+	Why    string
+}
+
+func (e *DeniedError) Error() string {
+	s := fmt.Sprintf("dataset %q", e.Source)
+	if e.Path != "" && e.Path != e.Source {
+		s += " (" + e.Path + ")"
+	}
+	return s + " " + e.Why
+}
+
 // Read answers one dataset.read request.
 func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error) {
+	if err := r.check(req.Source); err != nil {
+		return abi.DatasetResponse{}, err
+	}
 	rows, err := r.rows(ctx, req.Source, req.Split)
 	if err != nil {
 		return abi.DatasetResponse{}, err
@@ -66,6 +92,60 @@ func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetR
 		page = project(page, req.Columns)
 	}
 	return abi.DatasetResponse{Rows: page, Next: end, EOF: end >= len(rows)}, nil
+}
+
+// check refuses a source the run does not name, and a folder no run may
+// serve whole: the file system's root, the home folder and its parents.
+func (r *Reader) check(source string) error {
+	const allow = "is not named in the run config: a plugin reads only the datasets [env.config] names " +
+		"(paths relative to the config file's folder, hf://owner/name); to allow this one, name it there, e.g. dataset = %q"
+	if repo, ok := hfRepo(source); ok {
+		for _, n := range r.Named {
+			if named, ok := hfRepo(n); ok && named == repo {
+				return nil
+			}
+		}
+		return &DeniedError{Source: source, Why: fmt.Sprintf(allow, source)}
+	}
+	path := r.resolve(source)
+	for _, n := range r.Named {
+		if _, ok := hfRepo(n); ok || n == "" || r.resolve(n) != path {
+			continue
+		}
+		if home, _ := os.UserHomeDir(); path == string(filepath.Separator) || home != "" && isOrHolds(path, home) {
+			return &DeniedError{Source: source, Path: path, Why: "is the file system's root, your home folder or a folder that holds it: no run serves it whole; name a folder inside it"}
+		}
+		return nil
+	}
+	return &DeniedError{Source: source, Path: path, Why: fmt.Sprintf(allow, source)}
+}
+
+// resolve makes a local source absolute, relative to BaseDir.
+func (r *Reader) resolve(source string) string {
+	p := source
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.BaseDir, p)
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return filepath.Clean(p)
+}
+
+// isOrHolds reports whether path is dir or one of its parents.
+func isOrHolds(path, dir string) bool {
+	dir, path = filepath.Clean(dir), filepath.Clean(path)
+	return dir == path || strings.HasPrefix(dir, strings.TrimSuffix(path, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// hfRepo is the owner/name of an hf://owner/name[@revision] source.
+func hfRepo(source string) (string, bool) {
+	rest, ok := strings.CutPrefix(source, "hf://")
+	if !ok {
+		return "", false
+	}
+	repo, _, _ := strings.Cut(rest, "@")
+	return repo, true
 }
 
 func project(rows []json.RawMessage, cols []string) []json.RawMessage {
