@@ -37,6 +37,20 @@ import (
 // DefaultLimit is the page size when a request gives none.
 const DefaultLimit = 1000
 
+// Bounds on what a dataset may make the host hold: a dataset comes from
+// people the user may not know.
+const (
+	// MaxRow bounds one row: a JSONL line, a decoded parquet row, the
+	// tar of a task folder.
+	MaxRow = 256 << 20
+	// MaxJSONFile bounds a .json file, which is decoded whole (JSONL and
+	// parquet are read row by row).
+	MaxJSONFile = 1 << 30
+	// MaxPage bounds the rows of one answer: a page ends early, at a row
+	// boundary (Next says where to go on), once it holds this much.
+	MaxPage = 32 << 20
+)
+
 // Reader reads datasets for one run. It serves only the datasets the run
 // names (Named): a plugin, which may come from anywhere, must not read the
 // user's files. It caches decoded files in memory so paging through a
@@ -86,7 +100,11 @@ func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetR
 		limit = DefaultLimit
 	}
 	off := min(max(req.Offset, 0), len(rows))
-	end := min(off+limit, len(rows))
+	end, size := off, 0
+	for end < len(rows) && end-off < limit && (end == off || size+len(rows[end]) <= MaxPage) {
+		size += len(rows[end])
+		end++
+	}
 	page := rows[off:end]
 	if len(req.Columns) > 0 {
 		page = project(page, req.Columns)
@@ -275,7 +293,10 @@ func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var rows []json.RawMessage
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, MaxRow)
+		if errors.Is(err, errLineTooLong) {
+			return nil, fmt.Errorf("line %d is over %d MiB, the most a row may be", n, MaxRow>>20)
+		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			if !json.Valid(t) || t[0] != '{' {
 				return nil, fmt.Errorf("line %d is not a JSON object (is the file truncated, or not JSONL?)", n)
@@ -291,10 +312,33 @@ func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
 	}
 }
 
+// errLineTooLong: a line over the most readLine reads.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next '\n' (or to EOF), at most
+// max bytes of it: a longer line is errLineTooLong, and what was read of
+// it is dropped as it goes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+}
+
 func decodeJSON(r io.Reader) ([]json.RawMessage, error) {
-	b, err := io.ReadAll(r)
+	b, err := io.ReadAll(io.LimitReader(r, MaxJSONFile+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > MaxJSONFile {
+		return nil, fmt.Errorf("a .json file is read whole, and this one is over %d MiB: write it as JSONL or parquet, which are read row by row", MaxJSONFile>>20)
 	}
 	var rows []json.RawMessage
 	if err := json.Unmarshal(b, &rows); err == nil {
@@ -336,6 +380,9 @@ func decodeParquet(r io.ReaderAt, size int64) (rows []json.RawMessage, err error
 			b, merr := json.Marshal(clean(m))
 			if merr != nil {
 				return nil, merr
+			}
+			if len(b) > MaxRow {
+				return nil, fmt.Errorf("row %d is over %d MiB, the most a row may be", len(rows)+1, MaxRow>>20)
 			}
 			rows = append(rows, b)
 		}
@@ -400,10 +447,11 @@ func taskFolders(dir string) ([]json.RawMessage, error) {
 	return rows, nil
 }
 
-// TarGz packs a folder (its contents, relative names) as a gzip tar.
+// TarGz packs a folder (its contents, relative names) as a gzip tar, of
+// at most MaxRow bytes.
 func TarGz(dir string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw := gzip.NewWriter(&capped{w: &buf, left: MaxRow, what: dir})
 	tw := tar.NewWriter(zw)
 	err := archive.Pack(tw, dir, dir)
 	if err != nil {
@@ -416,4 +464,20 @@ func TarGz(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// capped writes to w until left bytes are written, then fails saying what
+// was too large.
+type capped struct {
+	w    io.Writer
+	left int
+	what string
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(p) > c.left {
+		return 0, fmt.Errorf("%s packs to over %d MiB, the most a row may be", c.what, MaxRow>>20)
+	}
+	c.left -= len(p)
+	return c.w.Write(p)
 }

@@ -1,10 +1,12 @@
 package dataset
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -205,4 +207,47 @@ func FuzzParquet(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		decodeParquet(bytes.NewReader(data), int64(len(data)))
 	})
+}
+
+// TestBoundedReads: a line over the cap is refused without being held, and
+// a page ends early once it holds MaxPage, at a row boundary.
+func TestBoundedReads(t *testing.T) {
+	br := bufio.NewReaderSize(strings.NewReader("short\n"+strings.Repeat("x", 100)+"\nlast"), 16)
+	if l, err := readLine(br, 10); err != nil || string(l) != "short\n" {
+		t.Fatalf("first line: %q %v", l, err)
+	}
+	if _, err := readLine(br, 10); !errors.Is(err, errLineTooLong) {
+		t.Fatalf("long line: %v", err)
+	}
+
+	dir := t.TempDir()
+	big := strings.Repeat("y", MaxPage/2)
+	var lines strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&lines, "{\"i\":%d,\"pad\":%q}\n", i, big)
+	}
+	os.WriteFile(filepath.Join(dir, "big.jsonl"), []byte(lines.String()), 0o644)
+	r := &Reader{BaseDir: dir, Named: []string{"big.jsonl"}}
+	seen, off := 0, 0
+	for {
+		page, err := r.Read(context.Background(), abi.DatasetRequest{Source: "big.jsonl", Offset: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, row := range page.Rows {
+			size += len(row)
+		}
+		if len(page.Rows) == 0 || len(page.Rows) > 1 && size > MaxPage {
+			t.Fatalf("page of %d rows, %d bytes", len(page.Rows), size)
+		}
+		seen += len(page.Rows)
+		if page.EOF {
+			break
+		}
+		off = page.Next
+	}
+	if seen != 5 {
+		t.Fatalf("read %d rows, want 5", seen)
+	}
 }

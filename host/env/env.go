@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
@@ -213,7 +214,23 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 	return verdict(v), nil
 }
 
+// Bounds on the text of a verdict, which every record of the run keeps (in
+// results.jsonl and in memory): a verifier's output is what the tests
+// printed, and the agent decides much of that.
+const (
+	maxVerdictOutput = 1 << 20  // the verifier's output: its tail is kept
+	maxTestMessage   = 16 << 10 // one test's message: its head is kept
+)
+
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
+	if n := len(v.Output); n > maxVerdictOutput {
+		v.Output = fmt.Sprintf("proctor: the verifier's output was %d bytes; its last %d follow\n", n, maxVerdictOutput) + strings.ToValidUTF8(v.Output[n-maxVerdictOutput:], "")
+	}
+	for i := range v.Tests {
+		if m := v.Tests[i].Message; len(m) > maxTestMessage {
+			v.Tests[i].Message = strings.ToValidUTF8(m[:maxTestMessage], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(m)-maxTestMessage)
+		}
+	}
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output}
 }
 

@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -176,5 +177,18 @@ func BenchmarkRewardPlugin(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		rp.Score(ctx, in)
+	}
+}
+
+// TestVerdictTextIsBounded: a verifier's output over its cap keeps its
+// tail and says how long it was; a test's message keeps its head.
+func TestVerdictTextIsBounded(t *testing.T) {
+	out := strings.Repeat("a", 3*maxVerdictOutput) + "THE END"
+	v := verdict(abi.VerifyResponse{Output: out, Tests: []abi.TestResult{{Name: "t", Message: "HEAD" + strings.Repeat("m", 2*maxTestMessage)}}})
+	if len(v.Output) > maxVerdictOutput+200 || !strings.HasSuffix(v.Output, "THE END") || !strings.HasPrefix(v.Output, fmt.Sprintf("proctor: the verifier's output was %d bytes", len(out))) {
+		t.Errorf("output of %d bytes: %.100q", len(v.Output), v.Output)
+	}
+	if m := v.Tests[0].Message; len(m) > maxTestMessage+100 || !strings.HasPrefix(m, "HEAD") || !strings.Contains(m, "bytes cut]") {
+		t.Errorf("message of %d bytes", len(m))
 	}
 }

@@ -3,6 +3,7 @@ package rundir
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,4 +117,60 @@ func (f *AtomicFile) Abort() {
 		os.Remove(f.tmp.Name())
 		f.tmp = nil
 	}
+}
+
+// MaxTranscript bounds what a reader of a run directory (report, export, a
+// process run's resume) reads of one transcript: what a model wrote is
+// untrusted, and one of its answers alone may be 32 MiB.
+const MaxTranscript = 256 << 20
+
+// TooLargeError is a transcript over MaxTranscript, left unread.
+type TooLargeError struct {
+	Path string
+	Size int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("transcript %s is %d MiB, over the %d MiB proctor reads of one: read the file itself", e.Path, e.Size>>20, MaxTranscript>>20)
+}
+
+// OpenTranscript opens the transcript a record names (name, relative to
+// the run directory dir), which must stay inside transcripts/, and returns
+// it with its size; one over MaxTranscript is a *TooLargeError.
+func OpenTranscript(dir, name string) (*os.File, int64, error) {
+	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(filepath.Clean(name)), TranscriptsDir+"/") {
+		return nil, 0, fmt.Errorf("transcript %q is outside %s/", name, TranscriptsDir)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("transcript %s is not a file", path)
+	}
+	if err == nil && fi.Size() > MaxTranscript {
+		err = &TooLargeError{Path: path, Size: fi.Size()}
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// ReadTranscript reads the transcript a record names, as OpenTranscript
+// opens it (bounded even if it grows meanwhile).
+func ReadTranscript(dir, name string) ([]byte, error) {
+	f, _, err := OpenTranscript(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxTranscript+1))
+	if err == nil && len(b) > MaxTranscript {
+		err = &TooLargeError{Path: f.Name(), Size: int64(len(b))}
+	}
+	return b, err
 }
