@@ -1,6 +1,8 @@
 package rundir
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,11 +29,37 @@ const (
 	IndexFile    = "process.jsonl"         // one line per task written, with the files' ends
 )
 
-// TranscriptName is the file name of a rollout's transcript.
+// TranscriptName is the file name of a rollout's transcript: the rollout
+// id ("task#attempt") with its last '#' as '.', and every byte of the task
+// id but letters, digits, '.', '_' and '-' written %XX, so two rollouts
+// never share a file ("a/b" and "a_b" once did). A name that would be too
+// long for a file system keeps its head and a hash of the whole id. Runs
+// read the name their records hold, so older names stay readable.
 func TranscriptName(rolloutID string, try int) string {
-	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
-	return fmt.Sprintf("%s.try%d.json", r.Replace(rolloutID), try)
+	task, attempt := rolloutID, ""
+	if i := strings.LastIndexByte(rolloutID, '#'); i >= 0 {
+		task, attempt = rolloutID[:i], "."+rolloutID[i+1:]
+	}
+	var b strings.Builder
+	for i := 0; i < len(task); i++ {
+		c := task[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	name := b.String()
+	if len(name) > maxNameHead {
+		sum := sha256.Sum256([]byte(task))
+		name = name[:maxNameHead] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return fmt.Sprintf("%s%s.try%d.json", name, attempt, try)
 }
+
+// maxNameHead keeps a transcript's name under 255 bytes, the most most file
+// systems allow.
+const maxNameHead = 180
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary
 // file and a rename, so readers never see half a file.
