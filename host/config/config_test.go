@@ -36,6 +36,11 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nname='s'\n[[reward]]\nplugin='b.wasm'\nname='s'", "two [[reward]] tables are named", ""},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nwieght=1", "reward.wieght: unknown key", `"reward.weight"`},
 		{"[agent]\nkind='nop'\nterminal_timeout = -5\n[env]\nplugin='x'", "x.toml:3: agent.terminal_timeout", "300"},
+		// An unknown grant is refused, with the closest and every known one
+		// (it used to be kept, and suggested back in the grants hint).
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
@@ -72,6 +77,21 @@ func TestSetOverrides(t *testing.T) {
 	res, _ := c.Resolved()
 	if !strings.Contains(string(res), "max_turns = 7") {
 		t.Fatalf("resolved:\n%s", res)
+	}
+}
+
+// TestNetworkDefault: a task that asks for the internet gets the backend's
+// ordinary network unless the config says otherwise, as Harbor gives it.
+func TestNetworkDefault(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{{"", NetworkAuto}, {"sandbox.network=none", "none"}, {"sandbox.network=host", "host"}, {"sandbox.network=auto", "auto"}} {
+		var sets []string
+		if tc.set != "" {
+			sets = []string{tc.set}
+		}
+		c, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", sets)
+		if err != nil || c.Sandbox.Network != tc.want {
+			t.Errorf("%q: %v %q", tc.set, err, c.Sandbox.Network)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	VerifierLogDir = "verifier"
 	ReportFile     = "report.html"
 )
 
@@ -60,6 +61,12 @@ func TranscriptName(rolloutID string, try int) string {
 // maxNameHead keeps a transcript's name under 255 bytes, the most most file
 // systems allow.
 const maxNameHead = 180
+
+// VerifierLogName names a rollout's verifier log under verifier/, as
+// TranscriptName names its transcript.
+func VerifierLogName(rolloutID string, try int) string {
+	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".txt"
+}
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary
 // file and a rename, so readers never see half a file.
