@@ -291,7 +291,7 @@ func TestRunnerKeepsVerifierLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := r.Store.Records()[0]
-	if rec.VerifierLog != "verifier/a_b.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
+	if rec.VerifierLog != "verifier/a%2Fb.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
 		t.Fatalf("%+v", rec)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, rec.VerifierLog)); err != nil || string(b) != "the whole log\n" {
