@@ -13,6 +13,7 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/term"
 )
 
 type evalCmd struct {
@@ -67,10 +68,10 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 func notices(w io.Writer) func(hostrun.Notice) {
 	return func(n hostrun.Notice) {
 		if n.Level == "" {
-			fmt.Fprintf(w, "proctor: %s\n", n.Text)
+			fmt.Fprintf(w, "proctor: %s\n", term.Text(n.Text))
 			return
 		}
-		fmt.Fprintf(w, "proctor: %s: %s\n", n.Level, n.Text)
+		fmt.Fprintf(w, "proctor: %s: %s\n", n.Level, term.Text(n.Text))
 	}
 }
 
@@ -106,17 +107,17 @@ func (t tasksCmd) Run(g *globals) error {
 	for _, tk := range tasks {
 		if tk.Broken != "" {
 			broken++
-			fmt.Fprintf(g.stdout, "%s\t%s\t%s\tbroken: %s\n", tk.ID, tk.Category, tk.Difficulty, tk.Broken)
+			fmt.Fprintf(g.stdout, "%s\t%s\t%s\tbroken: %s\n", term.Line(tk.ID), term.Line(tk.Category), term.Line(tk.Difficulty), term.Line(tk.Broken))
 			continue
 		}
 		timeout := tk.AgentTimeout
 		if timeout == 0 {
 			timeout = c.Run.AgentTimeout.Duration
 		}
-		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, timeout)
+		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", term.Line(tk.ID), term.Line(tk.Category), term.Line(tk.Difficulty), timeout)
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(g.stderr, "skipped %s: %s\n", s.ID, s.Reason)
+		fmt.Fprintf(g.stderr, "skipped %s: %s\n", term.Line(s.ID), term.Text(s.Reason))
 	}
 	if broken > 0 {
 		fmt.Fprintf(g.stderr, "%d tasks, %d of them broken (their rollouts will be infra errors)\n", len(tasks), broken)

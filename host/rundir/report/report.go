@@ -21,6 +21,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/term"
 )
 
 // Summary is summary.json.
@@ -353,7 +354,7 @@ func writeText(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "outcomes   %s\n", outcomeLine(s))
 	for _, k := range slices.Sorted(maps.Keys(s.Rewards)) {
 		r := s.Rewards[k]
-		fmt.Fprintf(w, "reward     %s: mean %.3f over %d rollouts, %d errors", k, r.Mean, r.N, r.Errors)
+		fmt.Fprintf(w, "reward     %s: mean %.3f over %d rollouts, %d errors", term.Line(k), r.Mean, r.N, r.Errors)
 		if r.Usage != nil {
 			fmt.Fprintf(w, "; %d tokens in, %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens)
 		}
@@ -362,15 +363,15 @@ func writeText(w io.Writer, s Summary) error {
 	if len(s.ErrorClasses) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(s.ErrorClasses)) {
-			parts = append(parts, fmt.Sprintf("%s %d", k, s.ErrorClasses[k]))
+			parts = append(parts, fmt.Sprintf("%s %d", term.Line(k), s.ErrorClasses[k]))
 		}
 		fmt.Fprintf(w, "errors     %s\n", strings.Join(parts, ", "))
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
-		fmt.Fprintf(w, "%-10s %.3f\n", k, s.PassAtK[k])
+		fmt.Fprintf(w, "%-10s %.3f\n", term.Line(k), s.PassAtK[k])
 	}
 	fmt.Fprintf(w, "tokens     %d in (%d cached), %d out; cost $%.4f\n", s.Usage.PromptTokens, s.Usage.CachedTokens, s.Usage.CompletionTokens, s.CostUSD)
-	for _, l := range withheldLines(s) {
+	for _, l := range withheldLines(s, term.Line) {
 		fmt.Fprintf(w, "network    %s\n", l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -385,7 +386,7 @@ func writeText(w io.Writer, s Summary) error {
 		fmt.Fprintln(tw, "\ncategory\tn\tpass rate")
 		for _, k := range slices.Sorted(maps.Keys(s.Categories)) {
 			c := s.Categories[k]
-			fmt.Fprintf(tw, "%s\t%d\t%.1f%%\n", k, c.N, 100*c.PassRate)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f%%\n", term.Line(k), c.N, 100*c.PassRate)
 		}
 	}
 	fmt.Fprintln(tw, "\ntask\tcategory\tattempts\tpassed")
@@ -394,12 +395,12 @@ func writeText(w io.Writer, s Summary) error {
 		for _, o := range r.Outcomes {
 			marks = append(marks, symbol[o])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", r.TaskID, r.Category, strings.Join(marks, " "), r.Passed, len(r.Outcomes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", term.Line(r.TaskID), term.Line(r.Category), strings.Join(marks, " "), r.Passed, len(r.Outcomes))
 	}
 	if len(s.Slowest) > 0 {
 		fmt.Fprintln(tw, "\nslowest\tseconds\toutcome")
 		for _, sl := range s.Slowest[:min(5, len(s.Slowest))] {
-			fmt.Fprintf(tw, "%s\t%.1f\t%s\n", sl.RolloutID, sl.Seconds, sl.Outcome)
+			fmt.Fprintf(tw, "%s\t%.1f\t%s\n", term.Line(sl.RolloutID), sl.Seconds, term.Line(sl.Outcome))
 		}
 	}
 	fmt.Fprintln(tw, "\n"+legend())
@@ -411,9 +412,9 @@ func writeMarkdown(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "| rollouts | %d |\n| tasks | %d |\n| pass rate | %.1f%% ± %.1f%% |\n| mean reward | %.3f |\n| outcomes | %s |\n| cost | $%.4f |\n",
 		s.Rollouts, s.Tasks, 100*s.PassRate, 100*s.StdErr, s.MeanReward, outcomeLine(s), s.CostUSD)
 	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
-		fmt.Fprintf(w, "| %s | %.3f |\n", k, s.PassAtK[k])
+		fmt.Fprintf(w, "| %s | %.3f |\n", term.Markdown(k), s.PassAtK[k])
 	}
-	for _, l := range withheldLines(s) {
+	for _, l := range withheldLines(s, term.Markdown) {
 		fmt.Fprintf(w, "| network | %s |\n", l)
 	}
 	fmt.Fprintf(w, "\n| task | category | attempts | passed |\n|---|---|---|---|\n")
@@ -422,23 +423,23 @@ func writeMarkdown(w io.Writer, s Summary) error {
 		for _, o := range r.Outcomes {
 			marks = append(marks, symbol[o])
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d/%d |\n", r.TaskID, r.Category, strings.Join(marks, " "), r.Passed, len(r.Outcomes))
+		fmt.Fprintf(w, "| %s | %s | %s | %d/%d |\n", term.Markdown(r.TaskID), term.Markdown(r.Category), strings.Join(marks, " "), r.Passed, len(r.Outcomes))
 	}
 	return nil
 }
 
 // withheldLines says which tasks ran without the network they asked
-// for, one line per reason.
-func withheldLines(s Summary) []string {
+// for, one line per reason, each task id and reason written by esc.
+func withheldLines(s Summary, esc func(string) string) []string {
 	byWhy := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(s.NetworkWithheld)) {
 		why := s.NetworkWithheld[id]
-		byWhy[why] = append(byWhy[why], id)
+		byWhy[why] = append(byWhy[why], esc(id))
 	}
 	var out []string
 	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
 		ids := byWhy[why]
-		out = append(out, fmt.Sprintf("withheld from %d %s (%s): %s", len(ids), Noun(len(ids), "task"), why, strings.Join(ids, ", ")))
+		out = append(out, fmt.Sprintf("withheld from %d %s (%s): %s", len(ids), Noun(len(ids), "task"), esc(why), strings.Join(ids, ", ")))
 	}
 	return out
 }
