@@ -416,3 +416,106 @@ func TestBuildNetwork(t *testing.T) {
 		}
 	}
 }
+
+// buildWaiters is how many callers wait for the build of ctxTar, once one
+// has started it.
+func buildWaiters(b *Backend, n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bd := range b.builds {
+		return bd.waiters == n
+	}
+	return false
+}
+
+// removeBuilt removes the image a test built from ctxTar (its own, by the
+// content-hash tag), so test runs do not pile images up.
+func removeBuilt(t *testing.T, image string) {
+	t.Cleanup(func() {
+		if image != "" {
+			exec.Command("docker", "rmi", "-f", image).Run()
+		}
+	})
+}
+
+// TestSharedBuildOutlivesFirstCaller: a build two starts share runs on
+// until the last of them gives up: the first caller's cancellation (its
+// rollout interrupted, its start timeout) no longer fails the second.
+func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
+	b := newBackend(t)
+	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep 2 && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")
+	spec := sandbox.Spec{BuildContext: ctxTar}
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := b.buildOnce(first, spec)
+		firstErr <- err
+	}()
+	second := make(chan error, 1)
+	var image string
+	go func() {
+		for !buildWaiters(b, 1) {
+			time.Sleep(time.Millisecond)
+		}
+		var err error
+		image, err = b.buildOnce(context.Background(), spec)
+		second <- err
+	}()
+	for !buildWaiters(b, 2) {
+		time.Sleep(time.Millisecond)
+	}
+	cancelFirst()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: %v, want its own cancellation", err)
+	}
+	err := <-second
+	removeBuilt(t, image)
+	if err != nil {
+		t.Fatalf("second caller: %v, want the shared build to finish", err)
+	}
+	if ok, err := b.imagePresent(context.Background(), image); !ok || err != nil {
+		t.Fatalf("image %s present %v: %v", image, ok, err)
+	}
+}
+
+// TestSharedBuildEndsWithLastCaller: once every caller waiting for a build
+// has given up, the build is cancelled, and a later caller starts anew.
+func TestSharedBuildEndsWithLastCaller(t *testing.T) {
+	b := newBackend(t)
+	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep 60 && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")
+	spec := sandbox.Spec{BuildContext: ctxTar}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := b.buildOnce(ctx, spec)
+			errs <- err
+		}()
+	}
+	for !buildWaiters(b, 2) {
+		time.Sleep(time.Millisecond)
+	}
+	b.mu.Lock()
+	var bd *buildJob
+	for _, j := range b.builds {
+		bd = j
+	}
+	b.mu.Unlock()
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Errorf("caller: %v, want its cancellation", err)
+		}
+	}
+	<-bd.done // the build itself ends, well before its 60 s sleep
+	if bd.err == nil {
+		removeBuilt(t, bd.image)
+		t.Fatalf("the build ran to its end with no one waiting: %s", bd.image)
+	}
+	b.mu.Lock()
+	n := len(b.builds)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d builds still listed, want none: a later caller must start anew", n)
+	}
+}
