@@ -109,7 +109,7 @@ plugin = %q
 dataset = "rows.jsonl"
 `, wasmtest.Build(t, "./plugins/tb2"))), 0o644)
 		rss, out := peakRSS(t, dir, "eval", "run.toml", "--out", "out")
-		if !strings.Contains(out, "task sparse cannot run: environment_tar: archive holds over 64 M") {
+		if !strings.Contains(out, "environment_tar: archive holds over 64 MiB once decompressed") {
 			t.Fatalf("the row was not refused:\n%s", out)
 		}
 		t.Logf("peak RSS %d MiB", rss>>20)
