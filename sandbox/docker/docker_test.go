@@ -417,15 +417,26 @@ func TestBuildNetwork(t *testing.T) {
 	}
 }
 
-// buildWaiters is how many callers wait for the build of ctxTar, once one
-// has started it.
-func buildWaiters(b *Backend, n int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, bd := range b.builds {
-		return bd.waiters == n
+// awaitWaiters returns once n callers wait for the one build b runs.
+func awaitWaiters(b *Backend, n int) {
+	for {
+		b.mu.Lock()
+		ok := false
+		for _, bd := range b.builds {
+			ok = bd.waiters == n
+		}
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return false
+}
+
+// sleepyBuild is the spec of an image whose build sleeps that long, new to
+// the engine's cache.
+func sleepyBuild(t *testing.T, sleep string) sandbox.Spec {
+	return sandbox.Spec{BuildContext: buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep "+sleep+" && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")}
 }
 
 // removeBuilt removes the image a test built from ctxTar (its own, by the
@@ -443,8 +454,7 @@ func removeBuilt(t *testing.T, image string) {
 // rollout interrupted, its start timeout) no longer fails the second.
 func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
 	b := newBackend(t)
-	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep 2 && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")
-	spec := sandbox.Spec{BuildContext: ctxTar}
+	spec := sleepyBuild(t, "2")
 	first, cancelFirst := context.WithCancel(context.Background())
 	firstErr := make(chan error, 1)
 	go func() {
@@ -454,16 +464,12 @@ func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
 	second := make(chan error, 1)
 	var image string
 	go func() {
-		for !buildWaiters(b, 1) {
-			time.Sleep(time.Millisecond)
-		}
+		awaitWaiters(b, 1)
 		var err error
 		image, err = b.buildOnce(context.Background(), spec)
 		second <- err
 	}()
-	for !buildWaiters(b, 2) {
-		time.Sleep(time.Millisecond)
-	}
+	awaitWaiters(b, 2)
 	cancelFirst()
 	if err := <-firstErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("first caller: %v, want its own cancellation", err)
@@ -482,8 +488,7 @@ func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
 // has given up, the build is cancelled, and a later caller starts anew.
 func TestSharedBuildEndsWithLastCaller(t *testing.T) {
 	b := newBackend(t)
-	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep 60 && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")
-	spec := sandbox.Spec{BuildContext: ctxTar}
+	spec := sleepyBuild(t, "60")
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	for range 2 {
@@ -492,9 +497,7 @@ func TestSharedBuildEndsWithLastCaller(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for !buildWaiters(b, 2) {
-		time.Sleep(time.Millisecond)
-	}
+	awaitWaiters(b, 2)
 	b.mu.Lock()
 	var bd *buildJob
 	for _, j := range b.builds {
