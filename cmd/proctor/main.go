@@ -23,6 +23,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/term"
 	"github.com/proctor-dev/proctor/sdk"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -216,12 +217,13 @@ func exitCode(err error) int {
 }
 
 // printError writes the age-style message: "proctor: error: ..." and, when
-// the error carries one, "proctor: hint: ...".
+// the error carries one, "proctor: hint: ...", with what plugins and
+// datasets wrote in it made safe for a terminal.
 func printError(w io.Writer, err error) {
 	msg := strings.TrimSpace(err.Error())
-	fmt.Fprintf(w, "proctor: error: %s\n", msg)
+	fmt.Fprintf(w, "proctor: error: %s\n", term.Text(msg))
 	if hint := fault.Hint(err); hint != "" {
-		fmt.Fprintf(w, "proctor: hint: %s\n", hint)
+		fmt.Fprintf(w, "proctor: hint: %s\n", term.Text(hint))
 	}
 }
 

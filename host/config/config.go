@@ -555,7 +555,12 @@ func (c *Config) validate(data []byte) error {
 		}
 		return nil
 	}
+	if err := checkName(c.Run.Name); err != nil {
+		return bad("run.name", err.Error(), "run.name is a folder inside run.out_dir: to write elsewhere, set run.out_dir or --out")
+	}
 	switch {
+	case c.Env.MemoryMB > MaxPluginMemoryMB:
+		return bad("env.memory_mb", fmt.Sprintf("%d is over %d", c.Env.MemoryMB, MaxPluginMemoryMB), "a plugin is a 32-bit WebAssembly module: it can address at most 4 GiB")
 	case c.Run.Concurrency < 1:
 		return bad("run.concurrency", "must be at least 1", "")
 	case c.Run.Attempts < 1:
@@ -635,6 +640,22 @@ func (c *Config) validate(data []byte) error {
 	if c.Model.APIKeyEnv != "" && strings.ContainsAny(c.Model.APIKeyEnv, " -/") {
 		return bad("model.api_key_env", "must name an environment variable, not hold the key", "e.g. api_key_env = \"OPENAI_API_KEY\"")
 	}
+	if key, msg := checkNumbers(reflect.ValueOf(*c), ""); key != "" {
+		return bad(key, msg, "give a positive value, or leave the key out for its default")
+	}
+	return nil
+}
+
+// MaxPluginMemoryMB is the most memory a plugin instance can have: a
+// 32-bit WebAssembly module addresses 4 GiB.
+const MaxPluginMemoryMB = 4096
+
+// checkName refuses a run name that is not one folder's name: it would
+// put the run directory outside run.out_dir.
+func checkName(name string) error {
+	if name == "." || name == ".." || strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("%q is not a plain name", name)
+	}
 	return nil
 }
 
@@ -682,8 +703,96 @@ func (c *Config) Hash() string {
 	return hex.EncodeToString(h[:])
 }
 
+// Named is every string [env.config] holds, in tables and arrays too: the
+// datasets (paths relative to the config file's folder, hf:// names) the
+// plugin may read through dataset.read, whichever keys name them.
+func (c *Config) Named() []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range slices.Sorted(mapsKeys(x)) {
+				walk(x[k])
+			}
+		}
+	}
+	walk(c.Env.Config)
+	return out
+}
+
 // PluginConfig is env.config as JSON, for the plugin.
 func (c *Config) PluginConfig() json.RawMessage {
 	b, _ := json.Marshal(c.Env.Config)
 	return b
+}
+
+// mayBeNegative are the numeric keys a negative value makes sense for:
+// weights (a penalty) and reward thresholds.
+var mayBeNegative = map[string]bool{"reward.weight": true, "env.reward_weight": true, "process.min_reward": true, "process.temperatures": true}
+
+// checkNumbers refuses a negative duration or number (but for the keys of
+// mayBeNegative) and a float that is not finite, anywhere in v (the
+// config): a negative timeout or scale would switch a limit off, nan or
+// inf (which TOML can write) would poison every sum. It returns the first
+// offending key and what is wrong with it.
+func checkNumbers(v reflect.Value, prefix string) (key, msg string) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := strings.TrimPrefix(prefix+"."+tag, ".")
+		if k, m := checkValue(v.Field(i), key); k != "" {
+			return k, m
+		}
+	}
+	return "", ""
+}
+
+func checkValue(f reflect.Value, key string) (string, string) {
+	if d, ok := f.Interface().(Duration); ok {
+		if d.Duration < 0 {
+			return key, fmt.Sprintf("%s is negative", d.Duration)
+		}
+		return "", ""
+	}
+	switch f.Kind() {
+	case reflect.Pointer:
+		if !f.IsNil() {
+			return checkValue(f.Elem(), key)
+		}
+	case reflect.Struct:
+		return checkNumbers(f, key)
+	case reflect.Slice:
+		for j := 0; j < f.Len(); j++ {
+			if k, m := checkValue(f.Index(j), key); k != "" {
+				return k, m
+			}
+		}
+	case reflect.Int, reflect.Int64:
+		if f.Int() < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%d is negative", f.Int())
+		}
+	case reflect.Float64:
+		x := f.Float()
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return key, fmt.Sprintf("%v is not a number", x)
+		}
+		if x < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%v is negative", x)
+		}
+	}
+	return "", ""
 }

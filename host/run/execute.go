@@ -137,6 +137,7 @@ func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 			r.notify(Notice{"warning", fmt.Sprintf("task %s is broken, its rollouts will be infra errors: %s", t.ID, t.Broken)})
 		}
 	}
+	r.started = true
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		return &fault.Infra{Err: err}
 	}

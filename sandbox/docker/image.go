@@ -20,11 +20,16 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
 
-// build is one image build that concurrent starts share.
+// buildJob is one image build that concurrent starts share. It runs on a
+// context of its own that ends when the build does or when every caller
+// waiting for it has given up, so one caller's cancellation does not fail
+// the others.
 type buildJob struct {
-	done  chan struct{}
-	image string
-	err   error
+	done    chan struct{}
+	image   string
+	err     error
+	waiters int                // callers waiting for it, under Backend.mu
+	cancel  context.CancelFunc // ends the build
 }
 
 // ensureImage returns an image reference that exists locally: the spec's
@@ -65,28 +70,46 @@ func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, err
 	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
 
 	b.mu.Lock()
-	if bd, ok := b.builds[tag]; ok {
-		b.mu.Unlock()
-		select {
-		case <-bd.done:
-			return bd.image, bd.err
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+	bd, ok := b.builds[tag]
+	if !ok {
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		bd = &buildJob{done: make(chan struct{}), cancel: cancel}
+		b.builds[tag] = bd
+		go func() {
+			image, err := b.buildImage(bctx, spec, tag)
+			cancel()
+			b.mu.Lock()
+			bd.image, bd.err = image, err
+			if err != nil && b.builds[tag] == bd {
+				delete(b.builds, tag) // a failed build may succeed later (a cancelled one certainly)
+			}
+			b.mu.Unlock()
+			close(bd.done)
+		}()
 	}
-	bd := &buildJob{done: make(chan struct{})}
-	b.builds[tag] = bd
+	bd.waiters++
 	b.mu.Unlock()
 
-	bd.image, bd.err = b.buildImage(ctx, spec, tag)
-	close(bd.done)
-	if bd.err != nil {
-		// A failed build may succeed later (a cancelled one certainly).
+	select {
+	case <-bd.done:
 		b.mu.Lock()
-		delete(b.builds, tag)
+		bd.waiters--
 		b.mu.Unlock()
+		return bd.image, bd.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		bd.waiters--
+		if bd.waiters == 0 {
+			// The last caller is gone: no one wants the image now, and a
+			// caller coming later starts a build of its own.
+			bd.cancel()
+			if b.builds[tag] == bd {
+				delete(b.builds, tag)
+			}
+		}
+		b.mu.Unlock()
+		return "", ctx.Err()
 	}
-	return bd.image, bd.err
 }
 
 func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string) (string, error) {
