@@ -26,6 +26,13 @@ const (
 	IndexFile    = "process.jsonl"         // one line per task written, with the files' ends
 )
 
+// Files a serve run (proctor serve) adds to its run directory.
+const (
+	ServeIndexFile = "serve.jsonl" // one line per group decided: sent, dropped or refused
+	EvalsFile      = "evals.jsonl" // one line per evaluation finished
+	EvalsDir       = "evals"       // evals/step-N: each evaluation's own run directory
+)
+
 // TranscriptName is the file name of a rollout's transcript.
 func TranscriptName(rolloutID string, try int) string {
 	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
