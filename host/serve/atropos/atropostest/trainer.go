@@ -49,13 +49,19 @@ func (t *Trainer) Register(c TrainerConfig) (json.Number, error) {
 }
 
 // Batch takes one batch (GET /batch): nil while the queue cannot fill
-// one. The first call marks the trainer started.
+// one. The first call marks the trainer started. The API's answer to a
+// trainer it does not know (after a restart) is an error.
 func (t *Trainer) Batch() ([]map[string]json.RawMessage, error) {
 	var out struct {
-		Batch []map[string]json.RawMessage `json:"batch"`
+		Status  string                       `json:"status"`
+		Message string                       `json:"message"`
+		Batch   []map[string]json.RawMessage `json:"batch"`
 	}
 	if err := t.call("GET", "/batch", nil, &out); err != nil {
 		return nil, err
+	}
+	if out.Status == "error" {
+		return nil, fmt.Errorf("GET /batch: %s", out.Message)
 	}
 	return out.Batch, nil
 }
