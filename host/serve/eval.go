@@ -90,12 +90,15 @@ func readEvals(dir string) []evalLine {
 // multiple of steps_per_eval, an evaluation starts (unless one still
 // runs), and with STOP_TRAIN the groups generating are cut short and go
 // back to the backlog.
-func (s *Serve) stepChecks(gen context.Context, st atropos.Status) {
+func (s *Serve) stepChecks(st atropos.Status) {
 	if s.curStep == st.CurrentStep {
 		return
 	}
+	// base.py fires when curr_step % n > current_step % n, which misses
+	// a multiple passed in a jump of more than one step between polls;
+	// comparing the multiples passed fires then too.
 	every := s.cfg.Serve.StepsPerEval
-	if every > 0 && s.curStep%every > st.CurrentStep%every {
+	if every > 0 && st.CurrentStep/every > s.curStep/every {
 		switch {
 		case s.opts.EvalParts == nil:
 			s.notify("warning", "steps_per_eval is %d but this serve has no evaluation to run", every)
@@ -105,7 +108,7 @@ func (s *Serve) stepChecks(gen context.Context, st atropos.Status) {
 			if s.cfg.Serve.EvalHandling == config.EvalStopTrain {
 				s.preempt()
 			}
-			go s.evaluate(gen, st.CurrentStep)
+			go s.evaluate(s.evalCtx, st.CurrentStep)
 		}
 	}
 	s.curStep = st.CurrentStep

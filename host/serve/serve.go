@@ -98,8 +98,9 @@ type Serve struct {
 	fatal    error
 	wake     chan struct{}
 
-	send *sender
-	eval evalState
+	send    *sender
+	eval    evalState
+	evalCtx context.Context // evaluations run on it
 }
 
 // recorded is a rollout's record and when it was stored.
@@ -153,12 +154,15 @@ func (s *Serve) Drive(ctx context.Context, runner *scheduler.Runner, tasks []sch
 	// whole is sent, within drain_timeout, after the loop stops.
 	gen, stopGen := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopGen()
+	var stopEval func()
+	s.evalCtx, stopEval = context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEval()
 	s.send = newSender(s, context.WithoutCancel(ctx))
 	go s.send.loop()
 	s.queueWhole()
 	s.noteCutEvals()
 	why, err := s.loop(ctx, gen)
-	return s.stop(ctx, why, err, stopGen)
+	return s.stop(ctx, why, err, stopGen, stopEval)
 }
 
 // open prepares the run: the scheduler's attempter, the index with its
@@ -270,7 +274,7 @@ func (s *Serve) loop(ctx, gen context.Context) (string, error) {
 			}
 			return stopFailed, err
 		}
-		s.stepChecks(gen, st)
+		s.stepChecks(st)
 		if s.trainerDone(st) {
 			return stopTrainerDone, nil
 		}
@@ -338,16 +342,22 @@ func (s *Serve) epochsDone() bool {
 	return s.inflight == 0 && len(s.backlog) == 0 && s.nextKey(false) == nil
 }
 
-// stop ends serving for why: on Ctrl-C it drops or finishes the groups
-// running as on_interrupt says, then sends what is whole within
+// stop ends serving for why. On Ctrl-C it drops or finishes the groups
+// running (and the evaluation) as on_interrupt says; when the trainer or
+// the epochs are done it stops generating but lets a running evaluation
+// finish; on a failure it stops both. Then it sends what is whole within
 // drain_timeout, says goodbye to the API and returns the run's stats.
-func (s *Serve) stop(ctx context.Context, why string, err error, stopGen func()) (scheduler.Stats, error) {
+func (s *Serve) stop(ctx context.Context, why string, err error, stopGen, stopEval func()) (scheduler.Stats, error) {
 	switch {
 	case why == stopInterrupted && s.cfg.Serve.OnInterrupt == "finish":
 		s.notify("", "interrupted: finishing the %d groups running and sending them (Ctrl-C again to exit at once)", s.runningCount())
 		s.waitGroups()
+	case why == stopTrainerDone || why == stopEpochsDone:
+		stopGen()
+		s.waitGroups()
 	default:
 		stopGen()
+		stopEval()
 		s.waitGroups()
 	}
 	if why != stopFailed {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
+	"github.com/proctor-dev/proctor/host/serve/atropos"
 	"github.com/proctor-dev/proctor/host/serve/atropos/atropostest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -47,14 +49,15 @@ func tasks(n int) []scheduler.Task {
 // attempts: every group of two has scores 0 and 1. While hold is open,
 // agents wait for it.
 type tokenAgent struct {
-	hold    chan struct{}
-	started atomic.Int32
-	noIDs   bool
+	hold     chan struct{}
+	holdOnly func(scheduler.AgentInput) bool // nil: every rollout waits for hold
+	started  atomic.Int32
+	noIDs    bool
 }
 
 func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 	a.started.Add(1)
-	if a.hold != nil {
+	if a.hold != nil && (a.holdOnly == nil || a.holdOnly(in)) {
 		select {
 		case <-a.hold:
 		case <-ctx.Done():
@@ -97,6 +100,7 @@ type harness struct {
 	agent *tokenAgent
 	tasks []scheduler.Task
 	extra string
+	sets  []string
 	mu    sync.Mutex
 	notes []string
 	opts  Options
@@ -110,10 +114,10 @@ func (h *harness) config() *config.Config {
 	h.t.Helper()
 	extra := h.extra
 	if !strings.Contains(extra, "max_groups") {
-		extra += "max_groups = 4\n"
+		extra = "max_groups = 4\n" + extra
 	}
 	text := fmt.Sprintf("[run]\nconcurrency = 8\nprogress_interval = \"1h\"\n[agent]\nkind = \"nop\"\n[env]\nplugin = \"fake.wasm\"\n[process]\ngroup_size = 2\n[serve]\napi = %q\ndrain_timeout = \"5s\"\n%s", h.api.URL(), extra)
-	c, err := config.Parse([]byte(text), filepath.Join(h.t.TempDir(), "rl.toml"), nil)
+	c, err := config.Parse([]byte(text), filepath.Join(h.t.TempDir(), "rl.toml"), h.sets)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -522,4 +526,270 @@ func TestInterrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRestartServe: serve stopped mid-run (a group half done, the last
+// group's "sent" line lost as if killed between the API's answer and the
+// line) and started again sends every group once: the half group runs
+// only its missing rollout, and the group whose answer was never recorded
+// is found at /latest_example instead of being posted again.
+func TestRestartServe(t *testing.T) {
+	h := newHarness(t, 3, "epochs = 1\nmax_groups = 3\n")
+	h.agent.hold = make(chan struct{})
+	h.agent.holdOnly = func(in scheduler.AgentInput) bool { return in.Task.ID == "t2" && in.Attempt == 1 }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
+	first, interrupt := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := h.serve(first); done <- err }()
+	waitFor(t, "two groups sent and t2#0 recorded", func() bool {
+		recs, _ := rundir.Read(h.dir)
+		return len(h.api.Taken()) == 2 && len(recs) == 5
+	})
+	interrupt()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	started := h.agent.started.Load()
+	// The last group taken: as if serve died before writing its line.
+	last := h.taken()[1]
+	lines := readLines(t, filepath.Join(h.dir, rundir.ServeIndexFile))
+	var kept []string
+	for _, l := range lines {
+		var e entry
+		json.Unmarshal([]byte(l), &e)
+		if e.State == stateSent && strings.HasPrefix(last, e.TaskID+"#") {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	os.WriteFile(filepath.Join(h.dir, rundir.ServeIndexFile), []byte(strings.Join(kept, "\n")+"\n"+`{"task_id":"t9","epo`), 0o644)
+
+	h.agent.holdOnly = nil
+	close(h.agent.hold)
+	posts := countPosts(h.api.Requests())
+	if _, err := h.serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	tw.Wait()
+	if n := h.agent.started.Load() - started; n != 1 {
+		t.Errorf("the second start ran %d rollouts, want only t2#1", n)
+	}
+	got := h.noDuplicates()
+	if len(got) != 3 {
+		t.Fatalf("taken %v, want the 3 groups", got)
+	}
+	if n := countPosts(h.api.Requests()) - posts; n != 1 {
+		t.Errorf("the second start posted %d times, want once (t2's group)", n)
+	}
+	idx := h.index()
+	for k, e := range idx {
+		if e.State != stateSent {
+			t.Errorf("%s: %s", k, e.State)
+		}
+	}
+	if e := idx[key{strings.Split(last, "#")[0], 0}]; !strings.Contains(e.Ack, "latest_example") {
+		t.Errorf("the unrecorded group: %+v, want it confirmed by /latest_example", e)
+	}
+	man, _, _ := rundir.ReadManifest(h.dir)
+	if man.Serve == nil || man.Serve.Sent != 3 || man.Serve.Pending != 0 {
+		t.Errorf("manifest serve %+v", man.Serve)
+	}
+}
+
+func countPosts(reqs []atropostest.Request) int {
+	n := 0
+	for _, r := range reqs {
+		if strings.HasPrefix(r.Path, "/scored_data") {
+			n++
+		}
+	}
+	return n
+}
+
+func readLines(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// TestGroupSizeGuard: a serve run resumed with another group size is
+// refused before anything runs: its attempts would fall in other groups.
+func TestGroupSizeGuard(t *testing.T) {
+	h := newHarness(t, 1, "epochs = 1\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
+	if _, err := h.serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := h.config()
+	c.Process.GroupSize = 4
+	r, err := run.Open(c, run.WithDir(h.dir), run.WithDriver(New(c, Options{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Execute(ctx, h.parts())
+	cancel()
+	tw.Wait()
+	if !fault.IsUsage(err) || !strings.Contains(err.Error(), "process.group_size is 4, but the serve run") || !strings.Contains(fault.Hint(err), "group_size=2") {
+		t.Fatalf("resume with another group size: %v (hint %q)", err, fault.Hint(err))
+	}
+}
+
+// TestFilters: groups the filters drop, or without exact token ids, are
+// recorded as dropped with the reason and never sent; the first group
+// without token ids says what to set.
+func TestFilters(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		maxTok      int
+		noIDs       bool
+		want        string
+	}{
+		{"trainer max_token_len", "", 5, false, "max_tokens"},
+		{"min_reward", "process.min_reward=2.0", 64, false, "min_reward"},
+		{"no token ids", "", 64, true, dropNoTokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 2, "epochs = 1\n")
+			if tc.extra != "" {
+				h.sets = []string{tc.extra}
+			}
+			h.agent.noIDs = tc.noIDs
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: tc.maxTok, NumSteps: 1000}, 10*time.Millisecond)
+			if _, err := h.serve(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			tw.Wait()
+			if n := len(h.api.Taken()); n != 0 {
+				t.Fatalf("%d groups sent", n)
+			}
+			for k, e := range h.index() {
+				if e.State != stateDropped || e.Dropped != tc.want {
+					t.Errorf("%s: %+v, want dropped %s", k, e, tc.want)
+				}
+			}
+			if tc.noIDs && !h.said("set [model] return_tokens = true") {
+				t.Errorf("notes %v", h.notes)
+			}
+			man, _, _ := rundir.ReadManifest(h.dir)
+			if man.Serve == nil || man.Serve.Dropped[tc.want] != 2 {
+				t.Errorf("manifest %+v", man.Serve)
+			}
+		})
+	}
+}
+
+// TestLimit pins base.py's arithmetic of how many groups may run
+// (add_train_workers) and when generation stops (env_manager).
+func TestLimit(t *testing.T) {
+	quarter := 0.25
+	for _, tc := range []struct {
+		name    string
+		serve   config.Serve
+		eval    bool
+		batch   int
+		st      atropos.Status
+		want    int
+		stopped bool
+	}{
+		{"room", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 3}, false, 4, atropos.Status{QueueSize: 2, UnallocatedFraction: 1}, 4, false},
+		{"max groups", config.Serve{MaxGroups: 2, MaxBatchesOffpolicy: 3}, false, 4, atropos.Status{QueueSize: 2, UnallocatedFraction: 1}, 2, false},
+		{"full", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 3}, false, 4, atropos.Status{QueueSize: 6, UnallocatedFraction: 1}, 0, true},
+		{"no off-policy limit", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: -1}, false, 4, atropos.Status{QueueSize: 600, UnallocatedFraction: 1}, 8, false},
+		{"batch unknown", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 3}, false, -1, atropos.Status{UnallocatedFraction: 1}, 0, true},
+		{"stop train", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 3, EvalHandling: config.EvalStopTrain}, true, 4, atropos.Status{UnallocatedFraction: 1}, 0, false},
+		{"limit train", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 9, EvalHandling: config.EvalLimitTrain, EvalLimitRatio: 0.5}, true, 4, atropos.Status{UnallocatedFraction: 1}, 4, false},
+		{"eval none", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 9, EvalHandling: config.EvalNone, EvalLimitRatio: 0.5}, true, 4, atropos.Status{UnallocatedFraction: 1}, 8, false},
+		// Another environment's minimum leaves this one 3/4 of a batch of 8.
+		{"unallocated", config.Serve{MaxGroups: 20, MaxBatchesOffpolicy: 3}, false, 8, atropos.Status{QueueSize: 1, UnallocatedFraction: 0.75}, 8, false},
+		// queue 9 groups of 2 = 18 >= 2*8, but this environment's own
+		// share, ceil(0.25*8*2/4)*(4//2) = 2 groups, holds only 1: not
+		// stopped; room 2*8//2-9 = -1, and the minimum asks
+		// ceil(((1+2)*4 - 4*1//(4/2))/2) = 5.
+		{"min batch allocation", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 2, MinBatchAllocation: &quarter}, false, 8,
+			atropos.Status{QueueSize: 9, SelfQueueSize: 1, MaxGroupSize: 4, UnallocatedFraction: 0.75}, 5, false},
+		{"min batch allocation met", config.Serve{MaxGroups: 8, MaxBatchesOffpolicy: 2, MinBatchAllocation: &quarter}, false, 8,
+			atropos.Status{QueueSize: 9, SelfQueueSize: 2, MaxGroupSize: 4, UnallocatedFraction: 0.75}, 0, true},
+	} {
+		c := &config.Config{Serve: tc.serve}
+		c.Process.GroupSize = 2
+		s := New(c, Options{})
+		s.info.BatchSize = tc.batch
+		if tc.eval {
+			s.eval.begin()
+		}
+		if got := s.limit(tc.st); got != tc.want || s.throttled(tc.st) != tc.stopped {
+			t.Errorf("%s: limit %d throttled %v, want %d %v", tc.name, got, s.throttled(tc.st), tc.want, tc.stopped)
+		}
+	}
+}
+
+// TestEvaluation: when the trainer's step passes a multiple of
+// steps_per_eval, an evaluation runs as a run of its own in
+// evals/step-N; with STOP_TRAIN no training rollout starts while it runs.
+// Its metrics go to evals.jsonl and to Atropos' metrics.json.
+func TestEvaluation(t *testing.T) {
+	h := newHarness(t, 2, "steps_per_eval = 2\neval_handling = \"STOP_TRAIN\"\n[serve.eval]\nattempts = 2\n")
+	evalAgent := &tokenAgent{}
+	h.opts.EvalParts = &run.Parts{Backend: &schedulertest.Backend{}, Env: fakeEnv{tasks: []scheduler.Task{{ID: "e0"}, {ID: "e1"}, {ID: "e2"}}},
+		Agent: slowAgent{evalAgent, 100 * time.Millisecond}, EnvInfo: rundir.PluginInfo{Name: "fake", SHA256: "00"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 4}, 10*time.Millisecond)
+	if _, err := h.serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	tw.Wait()
+	evals := readEvals(h.dir)
+	if len(evals) == 0 {
+		t.Fatalf("no evaluation finished; notes %v", h.notes)
+	}
+	e := evals[0]
+	if e.Step < 2 || e.Metrics["eval/rollouts"] != 6 || e.Metrics["eval/pass_rate"] != 0.5 || e.Dir != fmt.Sprintf("evals/step-%d", e.Step) {
+		t.Fatalf("evaluation %+v", e)
+	}
+	recs, err := rundir.Read(filepath.Join(h.dir, e.Dir))
+	if err != nil || len(recs) != 6 {
+		t.Fatalf("the evaluation's run: %d records, %v", len(recs), err)
+	}
+	var m struct {
+		Config  map[string]any            `json:"config_general"`
+		Results map[string]map[string]any `json:"results"`
+	}
+	b, _ := os.ReadFile(filepath.Join(h.dir, e.Dir, "metrics.json"))
+	if err := json.Unmarshal(b, &m); err != nil || m.Results["atropos|rl_eval|0"]["eval/pass_rate"] != 0.5 || m.Results["all"] == nil || m.Config["total_evaluation_time_seconds"] == nil {
+		t.Fatalf("metrics.json: %v %s", err, b)
+	}
+	train, _ := rundir.Read(h.dir)
+	for _, r := range train {
+		if r.StartedAt.After(e.StartedAt) && r.StartedAt.Before(e.FinishedAt) {
+			t.Errorf("training rollout %s started at %s, during the evaluation (%s to %s)", r.RolloutID, r.StartedAt, e.StartedAt, e.FinishedAt)
+		}
+	}
+	man, _, _ := rundir.ReadManifest(h.dir)
+	if man.Serve == nil || man.Serve.Evals != len(evals) {
+		t.Errorf("manifest %+v", man.Serve)
+	}
+}
+
+// slowAgent takes its time, then is its agent.
+type slowAgent struct {
+	scheduler.Agent
+	d time.Duration
+}
+
+func (a slowAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
+	time.Sleep(a.d)
+	return a.Agent.Run(ctx, in)
 }
