@@ -759,10 +759,16 @@ func (c *Config) validate(data []byte) error {
 	return nil
 }
 
+// HTTPURL reports whether s is an http or https URL with a host.
+func HTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // validateServe checks [serve]; bad and oneOf make the errors.
 func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
 	s := c.Serve
-	if u, err := url.Parse(s.API); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !HTTPURL(s.API) {
 		return bad("serve.api", fmt.Sprintf("%q is not an http(s) URL", s.API), `give the rollout API's address, e.g. api = "http://localhost:8000" (what run-api serves)`)
 	}
 	if err := oneOf("serve.eval_handling", s.EvalHandling, EvalStopTrain, EvalLimitTrain, EvalNone); err != nil {
