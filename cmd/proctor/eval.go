@@ -36,10 +36,12 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 }
 
 // executeConfig runs, or resumes, the run of c into out; wired, when not
-// nil, sees the run's parts before it starts.
+// nil, sees the run's parts before it starts; opts may replace the
+// defaults.
 func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.Parts), opts ...hostrun.Option) error {
-	opts = append(opts, hostrun.WithDir(out), hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr)),
-		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration)))
+	// The caller's options come last: they may replace these.
+	opts = append([]hostrun.Option{hostrun.WithDir(out), hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr)),
+		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration))}, opts...)
 	r, err := hostrun.Open(c, opts...)
 	if err != nil {
 		return err

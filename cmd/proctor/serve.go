@@ -51,7 +51,9 @@ func (s serveCmd) Run(g *globals) error {
 			evalParts.Env = &ev
 		}
 	}
-	return executeConfig(g, c, s.Out, wired, hostrun.WithDriver(serve.New(c, opts)))
+	// No rollout-by-rollout display: serving has no total to count
+	// down, and says where it stands itself every run.progress_interval.
+	return executeConfig(g, c, s.Out, wired, hostrun.WithDriver(serve.New(c, opts)), hostrun.WithProgress(nil))
 }
 
 // printServed prints a serve run's account, when dir holds one.

@@ -220,15 +220,16 @@ func (s *Serve) finished(k key) {
 	s.send.add(k, rs)
 }
 
-// decided is the sender's word that a group is decided (sent, dropped,
+// decided is the sender's word that group k is decided (sent, dropped,
 // refused) or given up until the next start: it no longer counts against
-// the limit.
-func (s *Serve) decided(sent bool) {
+// the limit, and its records are no longer held.
+func (s *Serve) decided(k key, sent bool) {
 	s.mu.Lock()
 	s.inflight--
 	if sent {
 		s.ackSeq++
 	}
+	delete(s.recs, k)
 	s.mu.Unlock()
 	s.poke()
 }

@@ -50,7 +50,7 @@ func (q *sender) add(k key, rs []recorded) {
 	b, err := q.s.build(k, rs)
 	if err != nil {
 		q.s.fail(&fault.Infra{Err: fmt.Errorf("build group %s: %w", k, err), Hint: "check the run directory's transcripts; serving again resumes"})
-		q.s.decided(false)
+		q.s.decided(k, false)
 		return
 	}
 	q.mu.Lock()
@@ -124,7 +124,7 @@ func (q *sender) record(b built) {
 	if err := q.s.idx.append(b.entry); err != nil {
 		q.fail(err)
 	}
-	q.s.decided(false)
+	q.s.decided(b.k, false)
 }
 
 // post sends a batch until the API acknowledges or refuses it; false
@@ -218,8 +218,8 @@ func (q *sender) acked(batch []built, envID int, ep, ack string) {
 	q.sent += len(batch)
 	q.refusals = 0
 	q.mu.Unlock()
-	for range batch {
-		s.decided(true)
+	for _, b := range batch {
+		s.decided(b.k, true)
 	}
 }
 
@@ -241,8 +241,8 @@ func (q *sender) refused(batch []built, envID int, err error) {
 	q.refusals++
 	n := q.refusals
 	q.mu.Unlock()
-	for range batch {
-		s.decided(false)
+	for _, b := range batch {
+		s.decided(b.k, false)
 	}
 	if n >= maxRefusals {
 		q.fail(&fault.Infra{Err: fmt.Errorf("the rollout API refused %d posts in a row: %w", n, err),
