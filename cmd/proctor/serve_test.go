@@ -24,7 +24,7 @@ import (
 
 // trainer registers a trainer with api and takes batches until the test
 // ends.
-func trainer(t *testing.T, api *atropostest.Server) {
+func trainer(t testing.TB, api *atropostest.Server) {
 	t.Helper()
 	tr := api.Trainer()
 	cfg := atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 4096, NumSteps: 1000}
@@ -46,7 +46,7 @@ func trainer(t *testing.T, api *atropostest.Server) {
 }
 
 // serveArgs serves the tb2 fixture tasks to api.
-func serveArgs(t *testing.T, api *atropostest.Server, out string, tasks string, sets ...string) []string {
+func serveArgs(t testing.TB, api *atropostest.Server, out string, tasks string, sets ...string) []string {
 	root, _ := filepath.Abs("../..")
 	args := []string{"serve", filepath.Join(root, "examples/quickstart.toml"), "--api", api.URL(),
 		"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/tb2"),
@@ -239,4 +239,56 @@ func TestServeKillAndResume(t *testing.T) {
 	if n := containers(t, man.RunID); n != 0 {
 		t.Errorf("%d containers of the run left", n)
 	}
+}
+
+// BenchmarkServeFixtures serves the tb2 fixture tasks in Docker, two
+// rollouts a group, four rollouts at once, with the llm agent against a
+// local endpoint that answers at once with token ids (the replay agent
+// records none, so its groups are never sent). It reports the groups the
+// API acknowledged per second of serving and the time from a group's last
+// reward to the API's answer to its POST.
+func BenchmarkServeFixtures(b *testing.B) {
+	sandboxtest.RequireDocker(b)
+	var perSec, p50, p95 []float64
+	for range b.N {
+		api := atropostest.New(b)
+		trainer(b, api)
+		model := openaitest.New()
+		out := filepath.Join(b.TempDir(), "serve")
+		args := serveArgs(b, api, out, `["hello-file", "custom-workdir", "dash-instruction", "python-fix", "background-service", "partial-credit"]`,
+			"agent.kind=llm", "model.base_url="+model.URL(), "model.name=scripted", "model.return_tokens=true",
+			"run.concurrency=4", "serve.epochs=2", "serve.max_groups=2")
+		var stdout, stderr bytes.Buffer
+		start := time.Now()
+		if code := run(args, &stdout, &stderr); code != 0 {
+			b.Fatalf("exit %d\n%s", code, stderr.String())
+		}
+		elapsed := time.Since(start)
+		model.Close()
+		var lat []time.Duration
+		for _, l := range lines(b, filepath.Join(out, rundir.ServeIndexFile)) {
+			var e struct {
+				State    string     `json:"state"`
+				ScoredAt time.Time  `json:"scored_at"`
+				SentAt   *time.Time `json:"sent_at"`
+			}
+			json.Unmarshal([]byte(l), &e)
+			if e.State == "sent" {
+				lat = append(lat, e.SentAt.Sub(e.ScoredAt))
+			}
+		}
+		if len(lat) != 12 {
+			b.Fatalf("%d groups sent, want 12", len(lat))
+		}
+		slices.Sort(lat)
+		perSec = append(perSec, float64(len(lat))/elapsed.Seconds())
+		p50 = append(p50, float64(lat[len(lat)/2].Microseconds())/1000)
+		p95 = append(p95, float64(lat[min(len(lat)-1, len(lat)*95/100)].Microseconds())/1000)
+	}
+	slices.Sort(perSec)
+	slices.Sort(p50)
+	slices.Sort(p95)
+	b.ReportMetric(perSec[len(perSec)/2], "groups/s")
+	b.ReportMetric(p50[len(p50)/2], "ms-to-post-p50")
+	b.ReportMetric(p95[len(p95)/2], "ms-to-post-p95")
 }

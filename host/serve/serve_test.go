@@ -49,6 +49,7 @@ func tasks(n int) []scheduler.Task {
 // attempts: every group of two has scores 0 and 1. While hold is open,
 // agents wait for it.
 type tokenAgent struct {
+	delay    time.Duration // how long it thinks
 	hold     chan struct{}
 	holdOnly func(scheduler.AgentInput) bool // nil: every rollout waits for hold
 	started  atomic.Int32
@@ -57,6 +58,9 @@ type tokenAgent struct {
 
 func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 	a.started.Add(1)
+	if a.delay > 0 {
+		time.Sleep(a.delay)
+	}
 	if a.hold != nil && (a.holdOnly == nil || a.holdOnly(in)) {
 		select {
 		case <-a.hold:
@@ -94,7 +98,7 @@ func rolloutOf(tokens []int) string {
 
 // harness is a serve run against the test API.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	api   *atropostest.Server
 	dir   string
 	agent *tokenAgent
@@ -106,7 +110,7 @@ type harness struct {
 	opts  Options
 }
 
-func newHarness(t *testing.T, ntasks int, extra string) *harness {
+func newHarness(t testing.TB, ntasks int, extra string) *harness {
 	return &harness{t: t, api: atropostest.New(t), dir: filepath.Join(t.TempDir(), "run"), agent: &tokenAgent{}, tasks: tasks(ntasks), extra: extra}
 }
 
