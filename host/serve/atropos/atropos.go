@@ -377,7 +377,7 @@ func (c *Client) do(ctx context.Context, ep string, body any, limit int64) ([]by
 			return nil, fmt.Errorf("rollout API %s: encode: %w", ep, err)
 		}
 		if len(b) >= GzipMinimum {
-			if z := gzipped(b); len(z) < len(b) {
+			if z := Gzip(b); len(z) < len(b) {
 				b, gz = z, true
 			}
 		}
@@ -428,7 +428,9 @@ func field(ep string, raw map[string]json.RawMessage, name string, v any, requir
 	return nil
 }
 
-func gzipped(b []byte) []byte {
+// Gzip compresses b, as the Python client compresses large bodies and
+// FastAPI's GZipMiddleware large answers.
+func Gzip(b []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	zw.Write(b)

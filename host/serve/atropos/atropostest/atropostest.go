@@ -28,6 +28,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/proctor-dev/proctor/host/serve/atropos"
 )
 
 // Server is the rollout API.
@@ -247,7 +249,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		// GZipMiddleware(minimum_size=1000) compresses large answers
 		// for clients that accept it.
 		if len(b) >= 1000 && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-			b = gzipped(b)
+			b = atropos.Gzip(b)
 			w.Header().Set("Content-Encoding", "gzip")
 		}
 		w.WriteHeader(status)
@@ -267,14 +269,6 @@ func (s *Server) fault(path string) *Fault {
 		}
 	}
 	return nil
-}
-
-func gzipped(b []byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(b)
-	zw.Close()
-	return buf.Bytes()
 }
 
 type plainText string

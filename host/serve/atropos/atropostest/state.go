@@ -154,13 +154,7 @@ func grabExact(queue []group, batchSize int) ([]group, []group) {
 	if running != batchSize {
 		return nil, queue
 	}
-	var rest []group
-	for i, g := range queue {
-		if !taken[i] {
-			rest = append(rest, g)
-		}
-	}
-	return batch, rest
+	return batch, without(queue, taken)
 }
 
 // grabWithMinimums is utils.py grab_batch_with_minimum_allocations: a
@@ -274,11 +268,16 @@ func grabWithMinimums(queue []group, batchSize int, envs []env) ([]group, []grou
 	if total != batchSize {
 		return nil, queue
 	}
+	return batch, without(queue, taken)
+}
+
+// without is the queue less the groups at the taken indices, in order.
+func without(queue []group, taken map[int]bool) []group {
 	var rest []group
 	for i, g := range queue {
 		if !taken[i] {
 			rest = append(rest, g)
 		}
 	}
-	return batch, rest
+	return rest
 }
