@@ -16,6 +16,7 @@ import (
 
 // A group's states in serve.jsonl. The last line of a group is its state.
 const (
+	stateOpen     = "open"     // the first line: the run's group size, before any group
 	stateSending  = "sending"  // about to be posted: the intent, before the POST
 	stateSent     = "sent"     // the API acknowledged it
 	stateDropped  = "dropped"  // never to be sent: a filter, or no exact tokens
@@ -84,7 +85,7 @@ func openIndex(dir string) (*index, error) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		var e entry
-		if i < 0 || json.Unmarshal(b[:i], &e) != nil || e.TaskID == "" {
+		if i < 0 || json.Unmarshal(b[:i], &e) != nil || (e.TaskID == "") != (e.State == stateOpen) {
 			break
 		}
 		x.add(e)
@@ -106,6 +107,9 @@ func (x *index) add(e entry) {
 	if x.first == nil {
 		first := e
 		x.first = &first
+	}
+	if e.State == stateOpen {
+		return
 	}
 	x.last[e.key()] = e
 	x.posts = max(x.posts, e.Post)

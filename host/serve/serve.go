@@ -182,7 +182,15 @@ func (s *Serve) open(runner *scheduler.Runner, tasks []scheduler.Task) error {
 	if s.idx, err = openIndex(s.dir); err != nil {
 		return &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
 	}
-	if f := s.idx.first; f != nil && f.GroupSize != s.size {
+	if s.idx.first == nil {
+		// Before any rollout: a run killed before its first group is
+		// decided still says its group size.
+		if err := s.idx.append(entry{State: stateOpen, GroupSize: s.size, ScoredAt: time.Now().UTC()}); err != nil {
+			s.idx.close()
+			return &fault.Infra{Err: err, Hint: "check that the run directory is writable and the disk has room"}
+		}
+	}
+	if f := s.idx.first; f.GroupSize != s.size {
 		s.idx.close()
 		return &fault.Usage{
 			Err:  fmt.Errorf("process.group_size is %d, but the serve run in %s was made with group_size %d (%s)", s.size, s.dir, f.GroupSize, rundir.ServeIndexFile),

@@ -622,13 +622,20 @@ func readLines(t *testing.T, path string) []string {
 }
 
 // TestGroupSizeGuard: a serve run resumed with another group size is
-// refused before anything runs: its attempts would fall in other groups.
+// refused before anything runs, its attempts would fall in other groups;
+// also when the first start was stopped before any group was decided.
 func TestGroupSizeGuard(t *testing.T) {
-	h := newHarness(t, 1, "epochs = 1\n")
+	h := newHarness(t, 1, "")
+	h.agent.hold = make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
-	if _, err := h.serve(ctx); err != nil {
+	first, interrupt := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := h.serve(first); done <- err }()
+	waitFor(t, "a rollout to start", func() bool { return h.agent.started.Load() > 0 })
+	interrupt()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	c := h.config()
