@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,15 +45,27 @@ func newSender(s *Serve, parent context.Context) *sender {
 	return &sender{s: s, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// add builds a whole group and queues it (a dropped group is recorded at
-// once).
+// add builds a whole group and queues it (a dropped group is recorded
+// when its turn comes).
 func (q *sender) add(k key, rs []recorded) {
+	if b, ok := q.build(k, rs); ok {
+		q.queueBuilt(b)
+	}
+}
+
+// build builds a group; a failure ends serving.
+func (q *sender) build(k key, rs []recorded) (built, bool) {
 	b, err := q.s.build(k, rs)
 	if err != nil {
 		q.s.fail(&fault.Infra{Err: fmt.Errorf("build group %s: %w", k, err), Hint: "check the run directory's transcripts; serving again resumes"})
 		q.s.decided(k, false)
-		return
+		return b, false
 	}
+	return b, true
+}
+
+// queueBuilt queues a built group.
+func (q *sender) queueBuilt(b built) {
 	q.mu.Lock()
 	q.queue = append(q.queue, b)
 	q.mu.Unlock()
@@ -134,11 +147,8 @@ func (q *sender) post(batch []built) bool {
 	post := s.idx.nextPost()
 	var sending []entry
 	groups := make([]atropos.Group, len(batch))
-	ambiguous, ambGen := false, -1
+	ambiguous, ambGen := false, 0
 	for i, b := range batch {
-		if e, ok := s.idx.lastOf(b.k); ok && e.State == stateSending {
-			ambiguous = true // an earlier start posted it and died before the answer
-		}
 		e := b.entry
 		e.State, e.Post = stateSending, post
 		sending = append(sending, e)
@@ -154,7 +164,7 @@ func (q *sender) post(batch []built) bool {
 		if err != nil {
 			return false
 		}
-		if ambiguous && (ambGen == -1 || ambGen == gen) && q.taken(batch) {
+		if ambiguous && ambGen == gen && q.taken(batch) {
 			q.acked(batch, env.ID, "", "taken before: its answer was lost (GET /latest_example holds it)")
 			return true
 		}
@@ -183,20 +193,15 @@ func (q *sender) post(batch []built) bool {
 	}
 }
 
-// taken reports whether the API already holds the batch: its latest
-// example is one of the batch's groups (a list is queued whole or not at
-// all).
+// taken reports whether the API already holds the batch, one POST whose
+// answer was lost: its latest example is one of the batch's groups (a
+// list is queued whole or not at all).
 func (q *sender) taken(batch []built) bool {
 	latest, err := q.s.api.LatestExample(q.ctx)
 	if err != nil || latest == nil {
 		return false
 	}
-	for _, b := range batch {
-		if same(latest, b.group) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(batch, func(b built) bool { return same(latest, b.group) })
 }
 
 // acked records an acknowledged batch.

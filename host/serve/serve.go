@@ -159,7 +159,7 @@ func (s *Serve) Drive(ctx context.Context, runner *scheduler.Runner, tasks []sch
 	defer stopEval()
 	s.send = newSender(s, context.WithoutCancel(ctx))
 	go s.send.loop()
-	s.queueWhole()
+	s.queueWhole(ctx)
 	s.noteCutEvals()
 	why, err := s.loop(ctx, gen)
 	return s.stop(ctx, why, err, stopGen, stopEval)
@@ -236,8 +236,12 @@ func compareKeys(a, b key) int {
 }
 
 // queueWhole hands the sender the groups earlier invocations finished but
-// never had acknowledged, oldest first.
-func (s *Serve) queueWhole() {
+// never had acknowledged, oldest first. Those an earlier start posted
+// and died before the answer of ("sending" last in serve.jsonl) are first
+// looked for at /latest_example: when the API's latest group is one of
+// them, the POST it went in was taken whole, and its groups are recorded
+// as sent instead of being posted again.
+func (s *Serve) queueWhole(ctx context.Context) {
 	s.mu.Lock()
 	var whole []key
 	for k, rs := range s.recs {
@@ -248,8 +252,34 @@ func (s *Serve) queueWhole() {
 	slices.SortFunc(whole, compareKeys)
 	s.inflight += len(whole)
 	s.mu.Unlock()
+	var latest *atropos.Group
+	asked, takenPost := false, -1
+	var ready []built
 	for _, k := range whole {
-		s.finished(k)
+		s.mu.Lock()
+		rs := append([]recorded(nil), s.recs[k]...)
+		s.mu.Unlock()
+		b, ok := s.send.build(k, rs)
+		if !ok {
+			return
+		}
+		if e, ok := s.idx.lastOf(k); ok && e.State == stateSending && b.group != nil {
+			if !asked {
+				latest, _ = s.api.LatestExample(ctx)
+				asked = true
+			}
+			if same(latest, b.group) {
+				takenPost = e.Post
+			}
+		}
+		ready = append(ready, b)
+	}
+	for _, b := range ready {
+		if e, ok := s.idx.lastOf(b.k); ok && e.State == stateSending && e.Post == takenPost {
+			s.send.acked([]built{b}, s.sess.envID(), "", "taken before: its answer was lost to a stop (GET /latest_example holds its POST)")
+			continue
+		}
+		s.send.queueBuilt(b)
 	}
 }
 
