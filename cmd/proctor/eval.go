@@ -40,7 +40,7 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 // defaults.
 func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.Parts), opts ...hostrun.Option) error {
 	// The caller's options come last: they may replace these.
-	opts = append([]hostrun.Option{hostrun.WithDir(out), hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr)),
+	opts = append([]hostrun.Option{hostrun.WithDir(out), hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr)),
 		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration))}, opts...)
 	r, err := hostrun.Open(c, opts...)
 	if err != nil {
@@ -114,13 +114,27 @@ func (t tasksCmd) Run(g *globals) error {
 	if err != nil {
 		return &fault.Usage{Err: fmt.Errorf("load tasks: %w", err)}
 	}
+	broken := 0
 	for _, tk := range tasks {
-		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, tk.AgentTimeout)
+		if tk.Broken != "" {
+			broken++
+			fmt.Fprintf(g.stdout, "%s\t%s\t%s\tbroken: %s\n", tk.ID, tk.Category, tk.Difficulty, tk.Broken)
+			continue
+		}
+		timeout := tk.AgentTimeout
+		if timeout == 0 {
+			timeout = c.Run.AgentTimeout.Duration
+		}
+		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, timeout)
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(g.stderr, "skipped %s: %s\n", s.ID, s.Reason)
 	}
-	fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	if broken > 0 {
+		fmt.Fprintf(g.stderr, "%d tasks, %d of them broken (their rollouts will be infra errors)\n", len(tasks), broken)
+	} else {
+		fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	}
 	return nil
 }
 

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -55,6 +60,11 @@ func TestScripts(t *testing.T) {
 			}
 			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
+			// plugin new's scripts build Go modules: the go command needs
+			// its caches (and no network: GOPROXY=off in those scripts).
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
 			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
@@ -68,8 +78,37 @@ func TestScripts(t *testing.T) {
 				return dockerAvailable(), nil
 			case "python":
 				return pyErr == nil, nil
+			case "bridge":
+				// The engine has a default bridge network (this
+				// machine's runs with --bridge=none).
+				return exec.Command("docker", "network", "inspect", "bridge").Run() == nil, nil
 			}
 			return false, nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"httpserve": httpServe},
 	})
 }
+
+// httpServe starts an HTTP server on 127.0.0.1 for the rest of the script,
+// answering "reachable" to every request, and sets $SERVER_URL to its URL.
+func httpServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: httpserve")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reachable") })}
+	go srv.Serve(l)
+	ts.Defer(func() { srv.Close() })
+	ts.Setenv("SERVER_URL", "http://"+l.Addr().String()+"/")
+}
+
+// goEnv is where the go command keeps its caches and finds its toolchain.
+var goEnv = sync.OnceValue(func() map[string]string {
+	out, err := exec.Command("go", "env", "-json", "GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT").Output()
+	m := map[string]string{}
+	if err == nil {
+		json.Unmarshal(out, &m)
+	}
+	return m
+})

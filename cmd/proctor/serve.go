@@ -38,7 +38,7 @@ func (s serveCmd) Run(g *globals) error {
 	if err != nil {
 		return err
 	}
-	opts := serve.Options{Notify: notices(g.stderr), RunOptions: []hostrun.Option{hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr))}}
+	opts := serve.Options{Notify: notices(g.stderr), RunOptions: []hostrun.Option{hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr))}}
 	var evalParts hostrun.Parts
 	if c.Serve.StepsPerEval > 0 {
 		opts.EvalParts = &evalParts

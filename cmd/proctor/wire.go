@@ -86,13 +86,17 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 	}
 	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
 	e := &env.Plugin{
-		Wasm:             p.Plugin,
-		Config:           c.PluginConfig(),
-		Dataset:          ds.Read,
-		Repos:            repocache.New(filepath.Join(cacheDir(), "repos")),
-		Info:             abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
-		AllowHostNetwork: c.Sandbox.Network == "host",
-		Log:              slog.Default(),
+		Wasm:    p.Plugin,
+		Config:  c.PluginConfig(),
+		Dataset: ds.Read,
+		Repos:   repocache.New(filepath.Join(cacheDir(), "repos")),
+		Info:    abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
+		Network: c.Sandbox.Network,
+		Log:     slog.Default(),
+	}
+	if err := e.CheckConfig(ctx); err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, &fault.Usage{Err: fmt.Errorf("[env.config]: %w", err), Hint: "fix [env.config]; proctor plugin inspect shows the plugin's config schema"}
 	}
 	return e, p, rt, nil
 }
@@ -110,6 +114,9 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		return parts, nil, err
 	}
 	done = func() { rt.Close(context.WithoutCancel(ctx)) }
+	if nd, ok := be.(interface{ NoDefaultNetwork(context.Context) string }); ok && c.Sandbox.Network == config.NetworkAuto {
+		e.NoDefaultNetwork = nd.NoDefaultNetwork(ctx)
+	}
 	// One limiter for the run: [model] max_concurrent_requests counts the
 	// agent's requests and the judges' together.
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
@@ -157,7 +164,10 @@ func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 	switch c.Agent.Kind {
 	case "oracle":
 		return agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
-			tr, err := agent.Oracle(ctx, in.Oracle)
+			tr, err := agent.Oracle(ctx, func(ctx context.Context) (agent.OracleRun, error) {
+				res, err := in.Oracle(ctx)
+				return agent.OracleRun{Output: res.Output, ExitCode: res.ExitCode}, err
+			})
 			if errors.Is(err, scheduler.ErrNoOracle) {
 				err = scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
 			}

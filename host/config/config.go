@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Config is a whole run configuration.
@@ -209,7 +211,11 @@ type Agent struct {
 
 // Sandbox is the [sandbox] section.
 type Sandbox struct {
-	Backend  string  `toml:"backend" json:"backend"`
+	Backend string `toml:"backend" json:"backend"`
+	// Network is what a task that asks for the internet gets: NetworkAuto
+	// (the default) the backend's ordinary network, "host" the host's,
+	// "none" nothing (the record of each such rollout says it was
+	// withheld). A task that does not ask gets none in every mode.
 	Network  string  `toml:"network" json:"network"`
 	CPUs     float64 `toml:"cpus" json:"cpus,omitempty"`
 	MemoryMB int64   `toml:"memory_mb" json:"memory_mb,omitempty"`
@@ -225,6 +231,9 @@ type Sandbox struct {
 	// cannot run.
 	Isolation *bool `toml:"isolation" json:"isolation,omitempty"`
 }
+
+// NetworkAuto is [sandbox] network's default.
+const NetworkAuto = "auto"
 
 // Isolated reports whether sandboxes keep the agent apart (the default).
 func (s Sandbox) Isolated() bool { return s.Isolation == nil || *s.Isolation }
@@ -583,7 +592,7 @@ func (c *Config) defaults() {
 		c.Sandbox.Backend = "docker"
 	}
 	if c.Sandbox.Network == "" {
-		c.Sandbox.Network = "none"
+		c.Sandbox.Network = NetworkAuto
 	}
 	if c.Env.Grants == nil {
 		c.Env.Grants = DefaultGrants
@@ -703,7 +712,7 @@ func (c *Config) validate(data []byte) error {
 	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
 		return err
 	}
-	if err := oneOf("sandbox.network", c.Sandbox.Network, "none", "host"); err != nil {
+	if err := oneOf("sandbox.network", c.Sandbox.Network, NetworkAuto, "none", "host"); err != nil {
 		return err
 	}
 	switch {
@@ -740,6 +749,14 @@ func (c *Config) validate(data []byte) error {
 	}
 	if err := c.validateServe(bad, oneOf); err != nil {
 		return err
+	}
+	if err := checkGrants("env.grants", c.Env.Grants, bad); err != nil {
+		return err
+	}
+	for _, rw := range c.Reward {
+		if err := checkGrants("reward.grants", rw.Grants, bad); err != nil {
+			return err
+		}
 	}
 	names := map[string]bool{}
 	for _, rw := range c.Reward {
@@ -802,6 +819,23 @@ func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func
 		return bad("serve.eval.attempts", "must be at least 1", "")
 	case s.Eval.Concurrency < 1:
 		return bad("serve.eval.concurrency", "must be at least 1", "")
+	}
+	return nil
+}
+
+// checkGrants refuses a grant that names no host operation, with the
+// closest one and the list of those that exist.
+func checkGrants(key string, grants []string, bad func(key, msg, hint string) error) error {
+	ops := abi.Ops()
+	for _, g := range grants {
+		if slices.Contains(ops, g) {
+			continue
+		}
+		hint := "the host operations are " + strings.Join(ops, ", ")
+		if best := closest(g, ops); best != "" {
+			hint = fmt.Sprintf("did you mean %q? %s", best, hint)
+		}
+		return bad(key, fmt.Sprintf("unknown capability %q", g), hint)
 	}
 	return nil
 }

@@ -42,6 +42,11 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nweight=0.0", "serve.weight: must be above 0", "divides"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nmin_batch_allocation=1.5", "serve.min_batch_allocation", "fraction"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve.eval]\natempts=2", "serve.eval.atempts: unknown key", `"serve.eval.attempts"`},
+		// An unknown grant is refused, with the closest and every known one
+		// (it used to be kept, and suggested back in the grants hint).
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
@@ -99,6 +104,21 @@ func TestServeDefaults(t *testing.T) {
 	}
 	if got := string(c.PluginConfig()); got != `{"dataset":"d","split":"train"}` {
 		t.Errorf("the eval's config leaked into env.config: %s", got)
+	}
+}
+
+// TestNetworkDefault: a task that asks for the internet gets the backend's
+// ordinary network unless the config says otherwise, as Harbor gives it.
+func TestNetworkDefault(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{{"", NetworkAuto}, {"sandbox.network=none", "none"}, {"sandbox.network=host", "host"}, {"sandbox.network=auto", "auto"}} {
+		var sets []string
+		if tc.set != "" {
+			sets = []string{tc.set}
+		}
+		c, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", sets)
+		if err != nil || c.Sandbox.Network != tc.want {
+			t.Errorf("%q: %v %q", tc.set, err, c.Sandbox.Network)
+		}
 	}
 }
 

@@ -58,7 +58,7 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(p); err != nil {
+	if err := r.start(p, tasks); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -121,9 +121,10 @@ func (r *Run) tasks(ctx context.Context, p Parts) ([]scheduler.Task, error) {
 	return tasks, nil
 }
 
-// start refuses a resume with other plugin bytes, then writes the
-// manifest and the resolved config: what is about to run.
-func (r *Run) start(p Parts) error {
+// start refuses a resume with other plugin bytes, warns of skipped and
+// broken tasks, then writes the manifest and the resolved config: what is
+// about to run.
+func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 	c, rewards := r.cfg, p.RewardInfos
 	if r.resumed {
 		if err := samePlugins(r.dir, r.man, p.EnvInfo, rewards); err != nil {
@@ -139,6 +140,11 @@ func (r *Run) start(p Parts) error {
 	}
 	for _, s := range r.man.SkippedTasks {
 		r.notify(Notice{"warning", fmt.Sprintf("task %s skipped by the plugin: %s", s["id"], s["reason"])})
+	}
+	for _, t := range tasks {
+		if t.Broken != "" {
+			r.notify(Notice{"warning", fmt.Sprintf("task %s is broken, its rollouts will be infra errors: %s", t.ID, t.Broken)})
+		}
 	}
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		return &fault.Infra{Err: err}

@@ -15,6 +15,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	VerifierLogDir = "verifier"
 	ReportFile     = "report.html"
 )
 
@@ -37,6 +38,12 @@ const (
 func TranscriptName(rolloutID string, try int) string {
 	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
 	return fmt.Sprintf("%s.try%d.json", r.Replace(rolloutID), try)
+}
+
+// VerifierLogName names a rollout's verifier log under verifier/, as
+// TranscriptName names its transcript.
+func VerifierLogName(rolloutID string, try int) string {
+	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".txt"
 }
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary

@@ -89,6 +89,17 @@ type Record struct {
 	ImageDigest    string             `json:"image_digest,omitempty"`
 	Transcript     string             `json:"transcript,omitempty"`
 	StopReason     string             `json:"stop_reason,omitempty"`
+
+	// VerifierLog names the verifier's whole output in the run directory
+	// (verifier/<rollout>.txt); RewardSource says where the reward came
+	// from (tb2: the reward file).
+	VerifierLog  string `json:"verifier_log,omitempty"`
+	RewardSource string `json:"reward_source,omitempty"`
+	// Network is the network the sandbox had (none, default, host);
+	// NetworkWithheld says why a task that asked for the internet did not
+	// get it.
+	Network         string `json:"network,omitempty"`
+	NetworkWithheld string `json:"network_withheld,omitempty"`
 }
 
 // Duration is the rollout's wall time.
@@ -258,4 +269,13 @@ func (s *Store) Close() error {
 // WriteTranscript writes v as JSON under transcripts/, atomically.
 func (s *Store) WriteTranscript(name string, v any) error {
 	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
+}
+
+// WriteVerifierLog writes a verifier's output under verifier/, atomically.
+func (s *Store) WriteVerifierLog(name string, log string) error {
+	dir := filepath.Join(s.dir, VerifierLogDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, name), []byte(log))
 }

@@ -73,7 +73,7 @@ func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (schedule
 		}
 	}
 	if in.Attempt%2 == 1 {
-		if err := in.Oracle(ctx); err != nil {
+		if _, err := in.Oracle(ctx); err != nil {
 			return scheduler.AgentOutput{}, err
 		}
 	}

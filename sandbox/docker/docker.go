@@ -29,6 +29,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dnetwork "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -154,6 +155,20 @@ func (b *Backend) Ping(ctx context.Context) (Info, error) {
 	return info, nil
 }
 
+// NoDefaultNetwork says why the engine's default network
+// (sandbox.NetworkDefault) would leave a container with nothing but its
+// loopback, or "" when it has one: an engine started with --bridge=none
+// has no "bridge" network.
+func (b *Backend) NoDefaultNetwork(ctx context.Context) string {
+	if _, err := b.cli.NetworkInspect(ctx, "bridge", dnetwork.InspectOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "the Docker engine has no bridge network (dockerd --bridge=none)"
+		}
+		return "the Docker engine's bridge network: " + engineError(err).Error()
+	}
+	return ""
+}
+
 // Ping connects with the environment's settings and pings the engine.
 func Ping(ctx context.Context) (Info, error) {
 	b, err := New()
@@ -198,7 +213,6 @@ type Sandbox struct {
 	image   string       // the image's id (sha256:...), what actually ran
 	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
 	sh      *shell.Shell // the plugin's shell
-	hijacks []interface{ Close() error }
 
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
@@ -206,6 +220,10 @@ type Sandbox struct {
 	pluginNS int // the plugin warden's pid: it holds the plugin's mount namespace
 	agent    *agentView
 	disk     *diskWatch // nil when the engine enforces the disk limit
+
+	// The agent's user and the owner of the files it copies in, when they
+	// are not the plugin's.
+	agentUser, agentOwner string
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -235,12 +253,15 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if network == "" {
 		network = sandbox.NetworkNone
 	}
-	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
-		return nil, fmt.Errorf("sandbox network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
+	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
+		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
 	}
 	private, err := privateDirs(spec.Private)
 	if err != nil {
 		return nil, err
+	}
+	if spec.AgentUser != "" && spec.AgentUser != spec.User && !b.isolate {
+		return nil, fmt.Errorf("the agent's user %q is not the verifier's %q: only an isolated sandbox runs them apart ([sandbox] isolation = true)", spec.AgentUser, spec.User)
 	}
 	if len(private) > 0 && !b.isolate {
 		return nil, fmt.Errorf("the spec has private folders %v, but this docker backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
@@ -342,7 +363,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if user == "" && ii.Config != nil {
 		user = ii.Config.User
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, image: ii.ID, private: private, tmpfsMiB: mem}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if b.isolate {
 		if err := b.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(wardenArchive(warden)), container.CopyToContainerOptions{}); err != nil {
@@ -366,22 +387,35 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			s.workdir = strings.TrimSpace(r.Stdout)
 		}
 	}
-	if b.isolate && s.user != "" {
-		// The user in numbers, resolved before the agent can change the
+	if b.isolate {
+		// The users in numbers, resolved before the agent can change the
 		// image's passwd: later shells (a restart, the remount) and the
-		// files the engine copies in use it.
-		r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", s.user}), sandbox.ExecOptions{Fresh: true})
-		ids := strings.TrimSpace(r.Stdout)
-		if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
-			s.remove(ctx)
-			return nil, fmt.Errorf("resolve user %q in the image: %v %s", s.user, err, strings.TrimSpace(r.Stderr))
+		// files the engine copies in use them.
+		for _, u := range []struct{ user, owner *string }{{&s.user, &s.owner}, {&s.agentUser, &s.agentOwner}} {
+			if *u.user == "" {
+				continue
+			}
+			r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", *u.user}), sandbox.ExecOptions{Fresh: true})
+			ids := strings.TrimSpace(r.Stdout)
+			if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
+				s.remove(ctx)
+				return nil, fmt.Errorf("resolve user %q in the image: %v %s", *u.user, err, strings.TrimSpace(r.Stderr))
+			}
+			*u.user = ids
+			uid, gid, _ := strings.Cut(ids, ":")
+			gid, _, _ = strings.Cut(gid, ":")
+			*u.owner = uid + ":" + gid
 		}
-		s.user = ids
-		uid, gid, _ := strings.Cut(ids, ":")
-		gid, _, _ = strings.Cut(gid, ":")
-		s.owner = uid + ":" + gid
 	}
 	return s, nil
+}
+
+// agentUserOr is the user the agent's commands run as.
+func (s *Sandbox) agentUserOr() (user, owner string) {
+	if s.agentUser != "" {
+		return s.agentUser, s.agentOwner
+	}
+	return s.user, s.owner
 }
 
 // privateDirs checks and cleans the spec's private folders.
@@ -492,7 +526,6 @@ func (s *Sandbox) attach(ctx context.Context, sp shellSpec) (*shell.Shell, int, 
 		}
 		pw.CloseWithError(err)
 	}()
-	s.hijacks = append(s.hijacks, hj.Conn)
 	out := bufio.NewReaderSize(pr, 64<<10)
 	nsInit := 0
 	if sp.header {
@@ -715,8 +748,8 @@ func (a *agentView) current() *shell.Shell {
 
 func (a *agentView) start(ctx context.Context) error {
 	argv := []string{shell.WardenPath, "agent"}
-	if a.s.user != "" {
-		argv = append(argv, "-user", a.s.user)
+	if user, _ := a.s.agentUserOr(); user != "" {
+		argv = append(argv, "-user", user)
 	}
 	argv = append(append(argv, "--"), bootstrap(stateDir)...)
 	var nsInit int

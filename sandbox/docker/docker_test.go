@@ -306,6 +306,45 @@ func TestSealAsUnprivilegedUser(t *testing.T) {
 	}
 }
 
+// The agent's commands and files run as AgentUser, the plugin's as User
+// (Harbor's [agent].user beside [verifier].user); after the agent's shell
+// restarts it is still the agent's user.
+func TestAgentUserApartFromPlugin(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
+	ag := sb.Agent()
+	ctx := context.Background()
+	if err := ag.WriteFile(ctx, "/tmp/agent/f", []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "/tmp/plugin/f", []byte("p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ag.Exec(ctx, "id -un; stat -c %U /tmp/agent/f /tmp/plugin/f", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "nobody\nnobody\nroot\n" {
+		t.Fatalf("agent side: %+v %v", r, err)
+	}
+	r, err = sb.Exec(ctx, "id -un", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "root\n" {
+		t.Fatalf("plugin side: %+v %v", r, err)
+	}
+	// A restarted agent shell keeps the agent's user.
+	ag.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+	r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
+	if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
+		t.Fatalf("after a restart: %+v %v", r, err)
+	}
+	// Without isolation the two users cannot be kept apart: refused.
+	plain, err := New(WithIsolation(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), AgentUser: "nobody"}); err == nil || !strings.Contains(err.Error(), "only an isolated sandbox") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+}
+
 // What the agent writes is held to the sandbox's disk limit: by the
 // engine's quota where the storage driver has one, else by the watchdog,
 // which stops the agent. Either way it is the agent's outcome (ErrLimit),
@@ -337,5 +376,43 @@ func TestDiskLimit(t *testing.T) {
 	}
 	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
 		t.Errorf("seal after the limit: %v", err)
+	}
+}
+
+// TestDefaultNetwork: NetworkDefault is the engine's own network, and
+// NoDefaultNetwork says when that is nothing but loopback (an engine
+// started with --bridge=none).
+func TestDefaultNetwork(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	bridge := exec.Command("docker", "network", "inspect", "bridge").Run() == nil
+	why := b.NoDefaultNetwork(ctx)
+	if (why == "") != bridge {
+		t.Fatalf("bridge network %v, NoDefaultNetwork %q", bridge, why)
+	}
+	sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkDefault})
+	r, err := sb.Exec(ctx, "ls /sys/class/net | grep -v '^lo$' | wc -l", sandbox.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(r.Stdout); (got != "0") != bridge {
+		t.Fatalf("interfaces besides lo: %s, bridge network %v", got, bridge)
+	}
+}
+
+func TestBuildNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		run, build, want sandbox.Network
+	}{
+		{"", "", sandbox.NetworkNone},
+		{sandbox.NetworkHost, "", sandbox.NetworkHost},
+		{sandbox.NetworkDefault, "", sandbox.NetworkDefault},
+		{sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkDefault},
+		{sandbox.NetworkHost, sandbox.NetworkNone, sandbox.NetworkNone},
+		{"bridge", "", sandbox.NetworkNone},
+	} {
+		if got := buildNetwork(sandbox.Spec{Network: tc.run, BuildNetwork: tc.build}); got != tc.want {
+			t.Errorf("%q/%q: %q", tc.run, tc.build, got)
+		}
 	}
 }

@@ -61,7 +61,7 @@ func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, e
 func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, error) {
 	h := sha256.New()
 	h.Write(spec.BuildContext)
-	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(spec.Network))
+	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(buildNetwork(spec)))
 	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
 
 	b.mu.Lock()
@@ -102,11 +102,8 @@ func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string)
 	if err := archive.Check(bytes.NewReader(spec.BuildContext)); err != nil {
 		return "", &sandbox.ImageError{Image: name, Reason: "build context: " + err.Error()}
 	}
-	network := "none"
-	if spec.Network == sandbox.NetworkHost {
-		network = "host"
-	}
-	b.log.Info("building image", "image", name, "tag", tag)
+	network := string(buildNetwork(spec))
+	b.log.Info("building image", "image", name, "tag", tag, "network", network)
 	resp, err := b.cli.ImageBuild(ctx, bytes.NewReader(spec.BuildContext), build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  spec.Dockerfile,
@@ -125,6 +122,20 @@ func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string)
 		return "", &sandbox.ImageError{Image: name, Reason: "build failed: " + err.Error(), LogTail: tail}
 	}
 	return tag, nil
+}
+
+// buildNetwork is the network a build of spec's image gets: BuildNetwork,
+// else the sandbox's own.
+func buildNetwork(spec sandbox.Spec) sandbox.Network {
+	n := spec.BuildNetwork
+	if n == "" {
+		n = spec.Network
+	}
+	switch n {
+	case sandbox.NetworkHost, sandbox.NetworkDefault:
+		return n
+	}
+	return sandbox.NetworkNone
 }
 
 // readStream reads the engine's JSON message stream of a build or pull,

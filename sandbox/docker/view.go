@@ -132,7 +132,7 @@ func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.File
 	if err := v.mkdir(ctx, path.Dir(full)); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes()); err != nil {
+	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes(), v.plugin); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -230,7 +230,7 @@ func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
 	if err := v.mkdir(ctx, full); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
-	if err := v.s.copyTo(ctx, full, data); err != nil {
+	if err := v.s.copyTo(ctx, full, data, v.plugin); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
 	return nil
@@ -293,15 +293,19 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 	return nil
 }
 
-// copyTo extracts a tar archive into dir, owned by the sandbox's user. The
-// engine resolves a user name in the container's passwd but not a numeric
-// "uid[:gid]"; for those the archive's headers are rewritten to the ids
-// (a chown as root cannot do it: an exec in a container whose user is not
-// root gets no capabilities).
-func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
-	owner := s.user
-	if s.owner != "" {
-		owner = s.owner
+// copyTo extracts a tar archive into dir, owned by the user of the
+// plugin's side or the agent's. The engine resolves a user name in the
+// container's passwd but not a numeric "uid[:gid]"; for those the
+// archive's headers are rewritten to the ids (a chown as root cannot do
+// it: an exec in a container whose user is not root gets no
+// capabilities).
+func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte, plugin bool) error {
+	owner, ids := s.user, s.owner
+	if !plugin {
+		owner, ids = s.agentUserOr()
+	}
+	if ids != "" {
+		owner = ids
 	}
 	uid, gid, numeric := numericUser(owner)
 	if numeric {

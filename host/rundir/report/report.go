@@ -42,6 +42,10 @@ type Summary struct {
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
 	Table          []TaskRow              `json:"table"`
+
+	// NetworkWithheld lists the tasks that asked for the internet and ran
+	// without it, each with why.
+	NetworkWithheld map[string]string `json:"network_withheld,omitempty"`
 }
 
 // RewardStat summarises one stacked reward: its mean over the rollouts it
@@ -149,6 +153,12 @@ func Summarize(recs []rundir.Record) Summary {
 			phases[p] = append(phases[p], v)
 		}
 		s.Slowest = append(s.Slowest, Slow{r.RolloutID, r.Duration().Seconds(), r.Outcome})
+		if r.NetworkWithheld != "" {
+			if s.NetworkWithheld == nil {
+				s.NetworkWithheld = map[string]string{}
+			}
+			s.NetworkWithheld[r.TaskID] = r.NetworkWithheld
+		}
 	}
 	for k, c := range s.Categories {
 		c.PassRate = ratio(c.Passed, c.N)
@@ -336,6 +346,9 @@ func writeText(w io.Writer, s Summary) error {
 		fmt.Fprintf(w, "%-10s %.3f\n", k, s.PassAtK[k])
 	}
 	fmt.Fprintf(w, "tokens     %d in (%d cached), %d out; cost $%.4f\n", s.Usage.PromptTokens, s.Usage.CachedTokens, s.Usage.CompletionTokens, s.CostUSD)
+	for _, l := range withheldLines(s) {
+		fmt.Fprintf(w, "network    %s\n", l)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Phases) > 0 {
 		fmt.Fprintln(tw, "\nphase\tmean s\tp50 s\tp95 s\tmax s")
@@ -376,6 +389,9 @@ func writeMarkdown(w io.Writer, s Summary) error {
 	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
 		fmt.Fprintf(w, "| %s | %.3f |\n", k, s.PassAtK[k])
 	}
+	for _, l := range withheldLines(s) {
+		fmt.Fprintf(w, "| network | %s |\n", l)
+	}
 	fmt.Fprintf(w, "\n| task | category | attempts | passed |\n|---|---|---|---|\n")
 	for _, r := range s.Table {
 		var marks []string
@@ -385,6 +401,22 @@ func writeMarkdown(w io.Writer, s Summary) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %d/%d |\n", r.TaskID, r.Category, strings.Join(marks, " "), r.Passed, len(r.Outcomes))
 	}
 	return nil
+}
+
+// withheldLines says which tasks ran without the network they asked
+// for, one line per reason.
+func withheldLines(s Summary) []string {
+	byWhy := map[string][]string{}
+	for _, id := range slices.Sorted(maps.Keys(s.NetworkWithheld)) {
+		why := s.NetworkWithheld[id]
+		byWhy[why] = append(byWhy[why], id)
+	}
+	var out []string
+	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
+		ids := byWhy[why]
+		out = append(out, fmt.Sprintf("withheld from %d %s (%s): %s", len(ids), Noun(len(ids), "task"), why, strings.Join(ids, ", ")))
+	}
+	return out
 }
 
 // words writes an outcome for people: agent_timeout is "agent timeout".

@@ -46,3 +46,32 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
+
+// TestNetworkWithheldReported: tasks that ran without the network they
+// asked for are named in the text and Markdown reports, grouped by why.
+func TestNetworkWithheldReported(t *testing.T) {
+	recs := []rundir.Record{
+		{TaskID: "b", Outcome: rundir.OutcomeFailed, NetworkWithheld: "why one"},
+		{TaskID: "a", Outcome: rundir.OutcomeFailed, NetworkWithheld: "why one"},
+		{TaskID: "c", Outcome: rundir.OutcomePassed, NetworkWithheld: "why two"},
+		{TaskID: "d", Outcome: rundir.OutcomePassed, Network: "default"},
+	}
+	s := Summarize(recs)
+	for format, want := range map[string]string{
+		"text": "network    withheld from 2 tasks (why one): a, b\nnetwork    withheld from 1 task (why two): c\n",
+		"md":   "| network | withheld from 2 tasks (why one): a, b |\n| network | withheld from 1 task (why two): c |\n",
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, s, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s report:\n%s\nwant:\n%s", format, buf.String(), want)
+		}
+	}
+	var buf bytes.Buffer
+	Write(&buf, Summarize(recs[3:]), "text")
+	if strings.Contains(buf.String(), "withheld") {
+		t.Errorf("nothing withheld, yet:\n%s", buf.String())
+	}
+}
