@@ -253,6 +253,7 @@ func (s *Serve) queueWhole(ctx context.Context) {
 	s.inflight += len(whole)
 	s.mu.Unlock()
 	var latest *atropos.Group
+	var unknown error // the API's latest group could not be read before ctx ended
 	asked, takenPost := false, -1
 	var ready []built
 	for _, k := range whole {
@@ -265,7 +266,7 @@ func (s *Serve) queueWhole(ctx context.Context) {
 		}
 		if e, ok := s.idx.lastOf(k); ok && e.State == stateSending && b.group != nil {
 			if !asked {
-				latest, _ = s.api.LatestExample(ctx)
+				latest, unknown = s.latestExample(ctx)
 				asked = true
 			}
 			if same(latest, b.group) {
@@ -275,11 +276,44 @@ func (s *Serve) queueWhole(ctx context.Context) {
 		ready = append(ready, b)
 	}
 	for _, b := range ready {
-		if e, ok := s.idx.lastOf(b.k); ok && e.State == stateSending && e.Post == takenPost {
+		e, ok := s.idx.lastOf(b.k)
+		sending := ok && e.State == stateSending && b.group != nil
+		switch {
+		case sending && unknown != nil:
+			s.decided(b.k, false) // still "sending": the next start looks again
+		case sending && e.Post == takenPost:
 			s.send.acked([]built{b}, s.sess.envID(), "", "taken before: its answer was lost to a stop (GET /latest_example holds its POST)")
-			continue
+		default:
+			s.send.queueBuilt(b)
 		}
-		s.send.queueBuilt(b)
+	}
+}
+
+// latestExample reads the API's latest group (GET /latest_example), asking
+// again, with backoff, while the API is away or failing (5xx): posting
+// without it could hand the trainer a group twice. Another answer (a 4xx,
+// a malformed one) is warned of and taken as no group: those groups are
+// posted again. The error is ctx's, when it ended first.
+func (s *Serve) latestExample(ctx context.Context) (*atropos.Group, error) {
+	wait := s.opts.Backoff
+	for attempt := 0; ; attempt++ {
+		g, err := s.api.LatestExample(ctx)
+		var ae *atropos.Error
+		switch {
+		case err == nil:
+			return g, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !atropos.Unreachable(err) && !(errors.As(err, &ae) && ae.ServerError()):
+			s.notify("warning", "%v: the groups an earlier start was sending when it stopped are sent again; the trainer may get one of them twice", err)
+			return nil, nil
+		case attempt == 0:
+			s.notify("warning", "%v: asking again before sending the groups an earlier start was sending when it stopped", err)
+		}
+		if !sleep(ctx, wait) {
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
 }
 

@@ -540,8 +540,9 @@ func TestInterrupt(t *testing.T) {
 // group once. Left by the first start: t0's group taken by the API but its
 // "sent" line lost (as if killed between the answer and the line), t1's
 // group whole but never delivered (the API was away), t2's group half
-// done. The second start finds t0's at /latest_example instead of posting
-// it again, posts t1's, and runs only t2's missing rollout.
+// done. The second start finds t0's at /latest_example (asking again when
+// the API fails to answer) instead of posting it again, posts t1's, and
+// runs only t2's missing rollout.
 func TestRestartServe(t *testing.T) {
 	h := newHarness(t, 3, "epochs = 1\nmax_groups = 3\n")
 	t1, t2 := make(chan struct{}), make(chan struct{})
@@ -587,6 +588,9 @@ func TestRestartServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.agent.gate = nil
+	// The API fails the first look at its latest group: serve asks again
+	// rather than post t0's group a second time.
+	h.api.Inject(atropostest.Fault{Path: "/latest_example", Status: 500})
 	posts := countPosts(h.api.Requests())
 	if _, err := h.serve(ctx); err != nil {
 		t.Fatal(err)
@@ -611,6 +615,9 @@ func TestRestartServe(t *testing.T) {
 	}
 	if e := idx[key{"t0", 0}]; !strings.Contains(e.Ack, "latest_example") {
 		t.Errorf("t0's group: %+v, want it confirmed by /latest_example", e)
+	}
+	if !h.said("GET /latest_example: HTTP 500") || !h.said("asking again") {
+		t.Errorf("the failed look at /latest_example was not reported: %q", h.notes)
 	}
 	man, _, _ := rundir.ReadManifest(h.dir)
 	if man.Serve == nil || man.Serve.Sent != 3 || man.Serve.Pending != 0 {
