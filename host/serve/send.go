@@ -164,11 +164,19 @@ func (q *sender) post(batch []built) bool {
 		if err != nil {
 			return false
 		}
-		if ambiguous && ambGen == gen && q.taken(batch) {
+		var held bool
+		if ambiguous && ambGen == gen {
+			held, err = q.taken(batch) // an error: ask again before posting
+		}
+		if held {
 			q.acked(batch, env.ID, "", "taken before: its answer was lost (GET /latest_example holds it)")
 			return true
 		}
-		ack, ep, err := s.api.Send(q.ctx, env.ID, groups)
+		var ack atropos.Ack
+		var ep string
+		if err == nil {
+			ack, ep, err = s.api.Send(q.ctx, env.ID, groups)
+		}
 		var te *atropos.TransportError
 		switch {
 		case err == nil:
@@ -195,13 +203,19 @@ func (q *sender) post(batch []built) bool {
 
 // taken reports whether the API already holds the batch, one POST whose
 // answer was lost: its latest example is one of the batch's groups (a
-// list is queued whole or not at all).
-func (q *sender) taken(batch []built) bool {
+// list is queued whole or not at all). The API away or failing (5xx) is
+// an error: the caller asks again before posting. Another answer (a 4xx,
+// a malformed one) is taken as no: the batch is posted again.
+func (q *sender) taken(batch []built) (bool, error) {
 	latest, err := q.s.api.LatestExample(q.ctx)
-	if err != nil || latest == nil {
-		return false
+	switch {
+	case err != nil && (atropos.Unreachable(err) || serverError(err)):
+		return false, err
+	case err != nil:
+		q.s.notify("warning", "%v: sending group %s again; the trainer may get it twice", err, batch[0].k)
+		return false, nil
 	}
-	return slices.ContainsFunc(batch, func(b built) bool { return same(latest, b.group) })
+	return slices.ContainsFunc(batch, func(b built) bool { return same(latest, b.group) }), nil
 }
 
 // acked records an acknowledged batch.

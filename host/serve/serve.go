@@ -298,13 +298,12 @@ func (s *Serve) latestExample(ctx context.Context) (*atropos.Group, error) {
 	wait := s.opts.Backoff
 	for attempt := 0; ; attempt++ {
 		g, err := s.api.LatestExample(ctx)
-		var ae *atropos.Error
 		switch {
 		case err == nil:
 			return g, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case !atropos.Unreachable(err) && !(errors.As(err, &ae) && ae.ServerError()):
+		case !atropos.Unreachable(err) && !serverError(err):
 			s.notify("warning", "%v: the groups an earlier start was sending when it stopped are sent again; the trainer may get one of them twice", err)
 			return nil, nil
 		case attempt == 0:

@@ -395,13 +395,15 @@ func TestAPIRestart(t *testing.T) {
 }
 
 // TestLostAnswer: the API takes a group but the answer never arrives;
-// serve asks /latest_example before sending it again, finds it there,
-// and records it as sent without a second POST.
+// serve asks /latest_example before sending it again (asking again when
+// that fails too), finds it there, and records it as sent without a
+// second POST.
 func TestLostAnswer(t *testing.T) {
 	h := newHarness(t, 2, "epochs = 1\nmax_groups = 1\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h.api.Inject(atropostest.Fault{Path: "/scored_data", Lost: true})
+	h.api.Inject(atropostest.Fault{Path: "/latest_example", Status: 503})
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
 	if _, err := h.serve(ctx); err != nil {
 		t.Fatal(err)
