@@ -63,8 +63,12 @@ func printServed(w io.Writer, dir string) {
 		return
 	}
 	sv := man.Serve
-	fmt.Fprintf(w, "served %s as %s: %d groups sent, %d refused, %d waiting to be sent, trainer at step %d, %d evaluations\n",
-		sv.API, sv.Name, sv.Sent, sv.Rejected, sv.Pending, sv.TrainerStep, sv.Evals)
+	as := "as " + sv.Name
+	if sv.Name == "" {
+		as = "(never registered)" // stopped while the API was away or the trainer had not started
+	}
+	fmt.Fprintf(w, "served %s %s: %d groups sent, %d refused, %d waiting to be sent, trainer at step %d, %d evaluations\n",
+		sv.API, as, sv.Sent, sv.Rejected, sv.Pending, sv.TrainerStep, sv.Evals)
 	if len(sv.Dropped) > 0 {
 		var parts []string
 		for _, why := range slices.Sorted(maps.Keys(sv.Dropped)) {

@@ -292,3 +292,22 @@ func BenchmarkServeFixtures(b *testing.B) {
 	b.ReportMetric(p50[len(p50)/2], "ms-to-post-p50")
 	b.ReportMetric(p95[len(p95)/2], "ms-to-post-p95")
 }
+
+// TestPrintServed: a serve run stopped before the API gave it a name says
+// it never registered, instead of an empty name.
+func TestPrintServed(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"", "served http://127.0.0.1:1 (never registered): 0 groups sent"},
+		{"rl_0", "served http://127.0.0.1:1 as rl_0: 0 groups sent"},
+	} {
+		dir := t.TempDir()
+		if err := rundir.WriteManifest(dir, rundir.Manifest{Serve: &rundir.ServeInfo{API: "http://127.0.0.1:1", Name: tc.name}}); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		printServed(&out, dir)
+		if !strings.HasPrefix(out.String(), tc.want) {
+			t.Errorf("%q: %q, want it to start %q", tc.name, out.String(), tc.want)
+		}
+	}
+}
