@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"os"
@@ -827,4 +828,41 @@ type slowAgent struct {
 func (a slowAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
 	time.Sleep(a.d)
 	return a.Agent.Run(ctx, in)
+}
+
+// TestLatestExampleAsks: the look a restart takes at /latest_example asks
+// again while the API fails (5xx) or is away, until ctx ends; a refusal
+// (4xx) is warned of and taken as no group.
+func TestLatestExampleAsks(t *testing.T) {
+	h := newHarness(t, 1, "")
+	var notes []string
+	var mu sync.Mutex
+	s := New(h.config(), Options{Backoff: 5 * time.Millisecond, Notify: func(n run.Notice) { mu.Lock(); notes = append(notes, n.Text); mu.Unlock() }})
+	ctx := context.Background()
+
+	h.api.Inject(atropostest.Fault{Path: "/latest_example", Status: 502, Times: 3})
+	if g, err := s.latestExample(ctx); err != nil || g != nil {
+		t.Fatalf("after three 502s: %v %v, want no group and no error", g, err)
+	}
+	if n := len(h.api.Requests()); n != 4 {
+		t.Errorf("%d requests, want 3 failed and 1 answered", n)
+	}
+
+	h.api.Inject(atropostest.Fault{Path: "/latest_example", Status: 404, Body: `{"detail": "Not Found"}`})
+	if g, err := s.latestExample(ctx); err != nil || g != nil {
+		t.Fatalf("after a 404: %v %v", g, err)
+	}
+	mu.Lock()
+	warned := slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "HTTP 404") && strings.Contains(n, "sent again") })
+	mu.Unlock()
+	if !warned {
+		t.Errorf("a 404 was not warned of: %q", notes)
+	}
+
+	h.api.Down()
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := s.latestExample(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the API away: %v, want to ask until ctx ends", err)
+	}
 }
