@@ -33,8 +33,16 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 	if err != nil {
 		return err
 	}
-	opts = append(opts, hostrun.WithDir(out), hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr)),
-		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration)))
+	return executeConfig(g, c, out, nil, opts...)
+}
+
+// executeConfig runs, or resumes, the run of c into out; wired, when not
+// nil, sees the run's parts before it starts; opts may replace the
+// defaults.
+func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.Parts), opts ...hostrun.Option) error {
+	// The caller's options come last: they may replace these.
+	opts = append([]hostrun.Option{hostrun.WithDir(out), hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr)),
+		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration))}, opts...)
 	r, err := hostrun.Open(c, opts...)
 	if err != nil {
 		return err
@@ -45,12 +53,16 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 		return err
 	}
 	defer done()
+	if wired != nil {
+		wired(parts)
+	}
 	res, err := r.Execute(g.ctx, parts)
 	if res == nil {
 		return err
 	}
 	fmt.Fprintf(g.stdout, "run %s: %s\n", res.RunID, res.Dir)
 	report.Write(g.stdout, res.Summary, "text")
+	printServed(g.stdout, res.Dir)
 	switch n := res.Summary.Outcomes[rundir.OutcomeInfraError]; {
 	case err != nil:
 		return err

@@ -97,6 +97,7 @@ type cli struct {
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
+	Serve   serveCmd   `cmd:"" help:"Serve scored groups to an RL trainer live, as an environment of Atropos' rollout API."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
 	Export  exportCmd  `cmd:"" help:"Write a run's rollouts as training data: Atropos groups, SFT chat JSONL or ATIF."`
@@ -155,7 +156,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 	// Commands that run rollouts say what a Ctrl-C does to them.
 	note := "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)"
-	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") {
+	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") && !strings.HasPrefix(cmd, "serve") {
 		note = "proctor: interrupted: stopping (Ctrl-C again to exit at once)"
 	}
 	ctx, stop := interruptContext(stderr, note)

@@ -39,6 +39,7 @@ type Run struct {
 	notify   func(Notice)
 	process  bool
 	sink     GroupSink // a process run's; nil means the training files
+	driver   Driver    // runs the rollouts instead of the scheduler's plan; nil: the plan
 
 	man     rundir.Manifest
 	resumed bool
@@ -85,6 +86,23 @@ func WithProcess() Option { return func(r *Run) { r.process = true } }
 func WithGroupSink(sink GroupSink) Option {
 	return func(r *Run) { r.process, r.sink = true, sink }
 }
+
+// Driver runs a run's rollouts in place of the scheduler's plan of every
+// task × attempt: proctor serve, which admits groups as a trainer asks for
+// them, drives the run this way (runner.Attempter runs one identity).
+// Execute still loads the tasks, guards a resume, writes the manifest and
+// the config before, and summary.json, the manifest and report.html
+// after.
+type Driver interface {
+	// Drive runs rollouts until it is done or ctx ends, and says what ran.
+	Drive(ctx context.Context, runner *scheduler.Runner, tasks []scheduler.Task) (scheduler.Stats, error)
+	// Account writes the driver's account into the manifest written at
+	// the end of Execute.
+	Account(m *rundir.Manifest)
+}
+
+// WithDriver has d run the rollouts (see Driver).
+func WithDriver(d Driver) Option { return func(r *Run) { r.driver = d } }
 
 // Notice is something the user should know that does not stop the run.
 type Notice struct {

@@ -30,6 +30,13 @@ const (
 	IndexFile    = "process.jsonl"         // one line per task written, with the files' ends
 )
 
+// Files a serve run (proctor serve) adds to its run directory.
+const (
+	ServeIndexFile = "serve.jsonl" // one line per group decided: sent, dropped or refused
+	EvalsFile      = "evals.jsonl" // one line per evaluation finished
+	EvalsDir       = "evals"       // evals/step-N: each evaluation's own run directory
+)
+
 // TranscriptName is the file name of a rollout's transcript: the rollout
 // id ("task#attempt") with its last '#' as '.', and every byte of the task
 // id but letters, digits, '.', '_' and '-' written %XX, so two rollouts
