@@ -63,6 +63,7 @@ type Backend struct {
 	armorOnce sync.Once
 	armor     bool
 	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
+	wardens   wardenDirs
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -85,6 +86,7 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cli: cli, log: slog.Default(), builds: map[string]*buildJob{}, isolate: true}
+	b.wardens.off = !localEngine(cli.DaemonHost())
 	for _, o := range opts {
 		o(b)
 	}
@@ -348,7 +350,21 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
+	copyWarden := false
+	if b.isolate {
+		if m, ok := b.wardens.mount(warden); ok {
+			hc.Mounts = append(hc.Mounts, m)
+		} else {
+			copyWarden = true
+		}
+	}
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if bindRefused(err) && !copyWarden {
+		b.log.Debug("the engine cannot bind the warden's folder: copying it into each container", "err", err)
+		b.wardens.disable()
+		hc.Mounts, copyWarden = nil, true
+		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	}
 	if quotaRefused(err) {
 		b.quota.Store(quotaNo)
 		hc.StorageOpt = nil
@@ -365,7 +381,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
-	if b.isolate {
+	if copyWarden {
 		if err := b.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(wardenArchive(warden)), container.CopyToContainerOptions{}); err != nil {
 			s.remove(ctx)
 			return nil, fmt.Errorf("put the warden into the container: %w", engineError(err))

@@ -285,6 +285,43 @@ func TestIsolation(t *testing.T) {
 	})
 }
 
+// TestWardenDelivery: the warden reaches the container by a read-only bind
+// of this machine's folder, which nothing in the sandbox can write, and
+// by a copy where the engine cannot bind it (a remote engine); isolation
+// holds either way.
+func TestWardenDelivery(t *testing.T) {
+	for _, bind := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bind=%v", bind), func(t *testing.T) {
+			b := newBackend(t)
+			if !bind {
+				b.wardens.disable()
+			}
+			sb := start(t, b, sandbox.Spec{Workdir: "/app", Private: sandboxtest.Private})
+			ctx := context.Background()
+			r, err := sb.Agent().Exec(ctx, "grep ' /.proctor ' /proc/self/mounts | wc -l; echo x > /.proctor/warden; echo rc=$?", sandbox.ExecOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mounted, rest, _ := strings.Cut(r.Stdout, "\n")
+			if strings.TrimSpace(mounted) == "0" || !strings.Contains(rest, "rc=1") {
+				t.Errorf("the agent's view of the warden's folder: %q %q", r.Stdout, r.Stderr)
+			}
+			if _, err := sb.Seal(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := sb.Exec(ctx, "/.proctor/warden id root", sandbox.ExecOptions{}); err != nil || r.ExitCode != 0 {
+				t.Errorf("the warden after Seal: %+v %v", r, err)
+			}
+			b.wardens.mu.Lock()
+			n := len(b.wardens.dirs)
+			b.wardens.mu.Unlock()
+			if (n == 1) != bind {
+				t.Errorf("warden folders %d, bind %v", n, bind)
+			}
+		})
+	}
+}
+
 // A shell that may not mount still gets fresh private folders from Seal: a
 // separate exec as root empties them in the plugin's namespace.
 func TestSealAsUnprivilegedUser(t *testing.T) {
