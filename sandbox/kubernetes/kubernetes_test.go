@@ -408,3 +408,24 @@ func TestNoKubeconfig(t *testing.T) {
 		t.Fatalf("want ErrEngine naming the file, got %v", err)
 	}
 }
+
+// What `proctor doctor` reports: the permissions the Role grants, the
+// deny-all policy, and whether a network-none sandbox reaches anything.
+func TestDoctorChecks(t *testing.T) {
+	b := newBackend(t, Config{})
+	ctx := context.Background()
+	missing, err := b.Access(ctx)
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("missing %v, %v (the local cluster's Role grants them all)", missing, err)
+	}
+	iso, err := b.CheckNetwork(ctx, sandboxtest.BaseImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !iso.Isolated || iso.Interfaces != "lo" {
+		t.Fatalf("network none: %+v", iso)
+	}
+	if _, err := b.cs.NetworkingV1().NetworkPolicies(b.ns).Get(ctx, PolicyName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the deny-all policy was not created: %v", err)
+	}
+}
