@@ -25,6 +25,7 @@ func TestLayering(t *testing.T) {
 	own := func(p string) string { return strings.TrimPrefix(p, module+"/") }
 	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
+	k8sChecked := map[string]bool{}
 	for pkg, ds := range deps {
 		me := own(pkg)
 		for _, d := range ds {
@@ -47,7 +48,7 @@ func TestLayering(t *testing.T) {
 					t.Errorf("%s imports %s: sandboxes know nothing of runs or agents", me, d)
 				}
 			case under(me, "agent"):
-				if inModule && (under(dep, "host") || under(dep, "sandbox/docker") || under(dep, "sandbox/local")) {
+				if inModule && (under(dep, "host") || under(dep, "sandbox/docker") || under(dep, "sandbox/local") || under(dep, "sandbox/kubernetes")) {
 					t.Errorf("%s imports %s: the agent sees sandboxes only through its Shell interface", me, d)
 				}
 			}
@@ -62,6 +63,12 @@ func TestLayering(t *testing.T) {
 					continue
 				}
 				t.Errorf("%s imports openai-go directly: only agent/openai may", me)
+			}
+			if strings.HasPrefix(d, "k8s.io/") && !under(me, "sandbox/kubernetes") && !k8sChecked[pkg] {
+				k8sChecked[pkg] = true
+				if directImport(t, pkg, "k8s.io/") {
+					t.Errorf("%s imports a Kubernetes client package directly: only sandbox/kubernetes may", me)
+				}
 			}
 			if strings.HasPrefix(d, "oras.land/oras-go") && !under(me, "host/oci") {
 				if !directImport(t, pkg, "oras.land/oras-go") {

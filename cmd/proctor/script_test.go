@@ -8,6 +8,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/proctor-dev/proctor/host/oci/ocitest"
 	"github.com/proctor-dev/proctor/host/wasm/wasmtest"
 )
 
@@ -39,8 +40,15 @@ func TestScripts(t *testing.T) {
 			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
 				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
 			}
+			if kubernetesAvailable() {
+				// Images built from a task's context go to a loopback
+				// registry the cluster pulls from over plain HTTP.
+				env.Setenv("K8S_REGISTRY", ocitest.Start(t).Addr+"/proctor")
+			} else if os.Getenv("PROCTOR_REQUIRE_KUBERNETES") == "1" {
+				return errors.New("PROCTOR_REQUIRE_KUBERNETES=1 but no Kubernetes cluster answers: run `make k8s-up` and export the KUBECONFIG it prints")
+			}
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
-			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "DOCKER_HOST", "HOME"} {
+			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "DOCKER_HOST", "HOME", "KUBECONFIG"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
 				}
@@ -51,6 +59,8 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "docker":
 				return dockerAvailable(), nil
+			case "kubernetes":
+				return kubernetesAvailable(), nil
 			}
 			return false, nil
 		},

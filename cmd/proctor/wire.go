@@ -186,6 +186,12 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 	switch c.Sandbox.Backend {
 	case "local":
 		return local.Backend{}, nil, nil
+	case "kubernetes":
+		b, err := kubernetesBackend(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Prune, nil
 	default:
 		b, err := docker.New()
 		if err == nil {
