@@ -24,7 +24,7 @@ BIN=$CACHE/bin
 STATE=${PROCTOR_K8S_STATE:-/var/lib/proctor-k8s}
 NODE=${PROCTOR_K8S_NODE:-$(hostname)}
 APISERVER_PORT=${PROCTOR_K8S_PORT:-16443}
-REGISTRY=${PROCTOR_K8S_REGISTRY:-}
+REGISTRY_PORT=${PROCTOR_K8S_REGISTRY_PORT:-5001}
 IMAGES=${PROCTOR_K8S_IMAGES:-proctor-base:bookworm}
 
 log() { echo "k8s: $*" >&2; }
@@ -125,11 +125,17 @@ build_local() {
 }
 
 cmd_build() {
-  local want=(kube-apiserver kubelet kube-scheduler kubectl etcd cni/loopback)
   mkdir -p "$BIN"
-  exec 9>"$CACHE/.build.lock"
-  flock 9
-  local missing=0 b
+  # The lock is held by a subshell only: daemons started later must not
+  # inherit it.
+  (
+    flock 9
+    build_all
+  ) 9>"$CACHE/.build.lock"
+}
+
+build_all() {
+  local want=(kube-apiserver kubelet kube-scheduler kubectl etcd cni/loopback) missing=0 b
   for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing=1; done
   if [ $missing = 0 ]; then
     build_local
@@ -306,11 +312,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$STATE/certs.d"
 EOF
-  if [ -n "$REGISTRY" ]; then
-    mkdir -p "$STATE/certs.d/$REGISTRY"
-    printf 'server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
-      "$REGISTRY" "$REGISTRY" >"$STATE/certs.d/$REGISTRY/hosts.toml"
-  fi
 }
 
 kubelet_config() {
@@ -392,6 +393,32 @@ start_kubelet() {
     exec env PATH=/usr/local/bin:/usr/bin:/bin '$BIN/kubelet' --config '$STATE/kubelet.yaml' \
       --kubeconfig '$STATE/kubelet.kubeconfig' --root-dir '$STATE/kubelet' \
       --hostname-override '$NODE' --v=1"
+}
+
+# start_registry runs a registry on loopback for images built from a
+# task's context (Debian's docker-registry, when installed). The runtime
+# pulls from a loopback registry over plain HTTP.
+start_registry() {
+  command -v docker-registry >/dev/null || {
+    log "no docker-registry (apt-get install docker-registry): tasks built from a context need a registry"
+    return 0
+  }
+  cat >"$STATE/registry.yml" <<EOF
+version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $STATE/registry
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$REGISTRY_PORT
+EOF
+  start registry docker-registry serve "$STATE/registry.yml"
+  wait_for registry 30 port_open "$REGISTRY_PORT"
 }
 
 # cgroup_dirs lists the cluster's cgroup folders, deepest first.
@@ -527,12 +554,15 @@ cmd_up() {
     --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --profiling=false
   start_kubelet
+  start_registry
   rbac
   wait_for "node $NODE" 60 kctl wait --for=condition=Ready "node/$NODE" --timeout=1s
   log "node $NODE ready in $((SECONDS - t0)) s"
   # shellcheck disable=SC2086
   cmd_import $IMAGES
   log "up; use it with: export KUBECONFIG=$STATE/proctor.kubeconfig (namespace $NAMESPACE)"
+  alive registry && log "images built from a task's context: [sandbox.kubernetes] registry = \"127.0.0.1:$REGISTRY_PORT/proctor\""
+  return 0
 }
 
 # ---------------------------------------------------------------- down
@@ -592,6 +622,7 @@ cmd_down() {
   for pid in $(our_shims); do kill -KILL "$pid" 2>/dev/null || true; done
   stop apiserver
   stop etcd
+  stop registry
   # Mounts under the cluster's folders (container roots, network
   # namespaces, the kubelet's shared root), deepest first.
   local m
@@ -619,7 +650,7 @@ cmd_clean() {
 
 cmd_status() {
   local n
-  for n in etcd containerd apiserver scheduler kubelet; do
+  for n in etcd containerd apiserver scheduler kubelet registry; do
     if alive $n; then echo "$n running (pid $(cat "$RUN/$n.pid"))"; else echo "$n stopped"; fi
   done
 }
