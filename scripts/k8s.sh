@@ -516,10 +516,15 @@ EOF
 
 cmd_up() {
   need_root up
-  local c
-  for c in containerd runc openssl unshare; do
-    command -v $c >/dev/null || die "$c not found; install it (apt-get install containerd runc openssl util-linux)"
+  local need=() c
+  for c in containerd:containerd runc:runc openssl:openssl unshare:util-linux ctr:containerd; do
+    command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
   done
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null ||
+      die "install ${need[*]} (Debian packages) and run again"
+  fi
   cmd_build
   local t0=$SECONDS
   mkdir -p "$STATE/logs" "$RUN"
