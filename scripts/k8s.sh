@@ -493,7 +493,7 @@ rules:
   verbs: [create, get, list, watch, delete]
 - apiGroups: [""]
   resources: [pods/exec]
-  verbs: [create]
+  verbs: [create, get]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, create]

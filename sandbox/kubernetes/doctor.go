@@ -38,6 +38,9 @@ var Permissions = []Permission{
 	{Resource: "pods", Verb: "watch"},
 	{Resource: "pods", Verb: "delete"},
 	{Resource: "pods", Subresource: "exec", Verb: "create"},
+	// A WebSocket exec is a GET: without get, exec streams fall back to
+	// SPDY (which works, at about 0.9 MB more per open sandbox).
+	{Resource: "pods", Subresource: "exec", Verb: "get", Optional: true},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "get", Optional: true},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "create", Optional: true},
 }
