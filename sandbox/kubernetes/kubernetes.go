@@ -506,22 +506,35 @@ func (b *Backend) deletePod(ctx context.Context, name string) error {
 	return apiError(err)
 }
 
-// Prune deletes the pods proctor made in the namespace: all of them, or
-// those of one run when runID is set. It returns how many it deleted.
-func (b *Backend) Prune(ctx context.Context, runID string) (int, error) {
+// List names the pods proctor made in the namespace: all of them, or those
+// of one run when runID is set.
+func (b *Backend) List(ctx context.Context, runID string) ([]string, error) {
 	sel := sandbox.LabelManaged + "=true"
 	if runID != "" {
 		sel += "," + sandbox.LabelRun + "=" + LabelValue(runID)
 	}
 	list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return 0, fmt.Errorf("list pods in namespace %s: %w", b.ns, apiError(err))
+		return nil, fmt.Errorf("list pods in namespace %s: %w", b.ns, apiError(err))
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	return names, nil
+}
+
+// Prune deletes the pods List finds and returns how many it deleted.
+func (b *Backend) Prune(ctx context.Context, runID string) (int, error) {
+	names, err := b.List(ctx, runID)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	var errs []error
-	for _, p := range list.Items {
-		if err := b.deletePod(ctx, p.Name); err != nil {
-			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+	for _, name := range names {
+		if err := b.deletePod(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", name, err))
 			continue
 		}
 		n++
