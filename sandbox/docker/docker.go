@@ -416,7 +416,7 @@ func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
 	uid, gid, numeric := numericUser(s.user)
 	if numeric {
 		var err error
-		if data, err = chownArchive(data, uid, gid); err != nil {
+		if data, err = archive.Chown(data, uid, gid); err != nil {
 			return err
 		}
 	}
@@ -438,36 +438,6 @@ func numericUser(u string) (uid, gid int, ok bool) {
 		}
 	}
 	return uid, gid, true
-}
-
-// chownArchive rewrites every header of a (checked) archive to uid:gid.
-func chownArchive(data []byte, uid, gid int) ([]byte, error) {
-	tr, err := archive.Reader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read archive: %w", err)
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }
 
 // WriteFile writes data to p, creating parent folders.

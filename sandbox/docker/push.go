@@ -32,30 +32,7 @@ func (b *Backend) BuildPush(ctx context.Context, spec sandbox.Spec, reg string) 
 		return "", err
 	}
 	ref := strings.TrimSuffix(reg, "/") + "/" + tag
-	key := "push\x00" + ref
-
-	b.mu.Lock()
-	if job, ok := b.builds[key]; ok {
-		b.mu.Unlock()
-		select {
-		case <-job.done:
-			return job.image, job.err
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-	job := &buildJob{done: make(chan struct{})}
-	b.builds[key] = job
-	b.mu.Unlock()
-
-	job.image, job.err = b.push(ctx, tag, ref)
-	close(job.done)
-	if job.err != nil {
-		b.mu.Lock()
-		delete(b.builds, key)
-		b.mu.Unlock()
-	}
-	return job.image, job.err
+	return b.once(ctx, "push\x00"+ref, func() (string, error) { return b.push(ctx, tag, ref) })
 }
 
 func (b *Backend) push(ctx context.Context, tag, ref string) (string, error) {
