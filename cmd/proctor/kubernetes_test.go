@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,37 +77,7 @@ func TestKubernetesKillAndResume(t *testing.T) {
 		t.Log("no pods in flight at the kill")
 	}
 
-	res := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
-	if b, err := res.CombinedOutput(); err != nil {
-		t.Fatalf("resume: %v\n%s", err, b)
-	}
-	seen := map[string]int{}
-	f, _ := os.Open(filepath.Join(out, "results.jsonl"))
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r struct {
-			TaskID  string `json:"task_id"`
-			Attempt int    `json:"attempt"`
-			Outcome string `json:"outcome"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("bad line %q: %v", sc.Text(), err)
-		}
-		seen[fmt.Sprintf("%s#%d", r.TaskID, r.Attempt)]++
-		if r.Outcome != "passed" {
-			t.Errorf("%s: %s", r.TaskID, sc.Text())
-		}
-	}
-	if len(seen) != 4 {
-		t.Errorf("%d identities recorded, want 4", len(seen))
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("%s recorded %d times", id, n)
-		}
-	}
+	resumeOnce(t, bin, dir, out, 4)
 	if n := pods(man.RunID); n != 0 {
 		t.Errorf("%d pods of the run left after the resume", n)
 	}
