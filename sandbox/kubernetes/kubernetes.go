@@ -155,6 +155,7 @@ func New(cfg Config) (*Backend, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	quietKlog(log)
 	return &Backend{cfg: cfg, rest: rc, cs: cs, ns: ns, owner: newName()[len("proctor-"):], log: log}, nil
 }
 
