@@ -26,6 +26,10 @@ func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 }
 
 func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	// Checked here too: klog's bridge does not always ask Enabled.
+	if !d.h.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
 	r.Level = slog.LevelDebug
 	return d.h.Handle(ctx, r)
 }
