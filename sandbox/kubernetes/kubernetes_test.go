@@ -170,6 +170,23 @@ func TestOrphansReaped(t *testing.T) {
 	}
 }
 
+// A process in the sandbox cannot end its pod by signalling PID 1.
+func TestPID1IgnoresSignals(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := start(t, b, sandbox.Spec{})
+	exec(t, sb, "for s in TERM INT HUP QUIT USR1 USR2; do kill -s $s 1; done; sleep 1")
+	if r := exec(t, sb, "echo alive; ps -o pid= -p 1"); !strings.HasPrefix(r.Stdout, "alive\n") || strings.TrimSpace(strings.TrimPrefix(r.Stdout, "alive\n")) != "1" {
+		t.Fatalf("after signals to PID 1: %+v", r)
+	}
+	start := time.Now()
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cs.CoreV1().Pods(b.ns).Get(context.Background(), sb.Name(), metav1.GetOptions{}); err == nil {
+		t.Errorf("pod still there %s after Close", time.Since(start))
+	}
+}
+
 func TestImagePullFailure(t *testing.T) {
 	b := newBackend(t, Config{})
 	// A registry on loopback that does not answer: the pull fails fast

@@ -34,10 +34,12 @@ var capabilities = []corev1.Capability{
 	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
 }
 
-// pid1 is the container's main process: it waits for nothing but a signal,
-// and reaps the orphans that commands leave behind (bash collects every
-// child that ends while it waits), as the docker backend's init does.
-const pid1 = `trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done`
+// pid1 is the container's main process: it waits forever and reaps the
+// orphans that commands leave behind (bash collects every child that ends
+// while it waits), as the docker backend's init does. It ignores the
+// signals a process in the sandbox could send it, so an agent cannot end
+// its pod with `kill 1`; the pod's deletion kills it from outside.
+const pid1 = `trap '' TERM INT HUP QUIT USR1 USR2; while :; do sleep 86400 & wait $!; done`
 
 // newName returns a fresh pod name.
 func newName() string {
