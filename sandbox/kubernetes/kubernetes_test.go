@@ -384,6 +384,13 @@ func TestBuildContextThroughRegistry(t *testing.T) {
 		}
 	}
 
+	// A named image the cluster cannot pull, with a context: built and
+	// pushed instead, as the docker backend builds a missing image.
+	sb := start(t, b, sandbox.Spec{Image: "127.0.0.1:9/proctor-missing:1", BuildContext: buf.Bytes()})
+	if r := exec(t, sb, "cat /stamp"); r.Stdout != stamp+"\n" || !strings.HasPrefix(sb.ImageDigest(), reg.Addr) {
+		t.Fatalf("fallback build: %q from %s", r.Stdout, sb.ImageDigest())
+	}
+
 	// Without a registry the error says what to set.
 	nb := newBackend(t, Config{Builder: d})
 	if _, err := nb.Start(context.Background(), spec); !errors.Is(err, sandbox.ErrImage) || !strings.Contains(err.Error(), "registry") {
