@@ -40,7 +40,7 @@ test-tools: ## install the registry and browser the tests drive (Debian packages
 k8s-build: ## build the local Kubernetes cluster's binaries into the cache, once per version
 	@bash scripts/k8s.sh build
 
-k8s-up: base-image test-tools ## start a local single-node Kubernetes cluster (as root; see docs/kubernetes.md)
+k8s-up: base-image ## start a local single-node Kubernetes cluster (as root; see docs/kubernetes.md)
 	@bash scripts/k8s.sh up
 
 k8s-down: ## stop the local Kubernetes cluster, leaving nothing running or mounted

@@ -400,7 +400,7 @@ start_kubelet() {
 # pulls from a loopback registry over plain HTTP.
 start_registry() {
   command -v docker-registry >/dev/null || {
-    log "no docker-registry (apt-get install docker-registry): tasks built from a context need a registry"
+    log "no docker-registry: tasks built from a context need a registry (make test-tools, or apt-get install docker-registry)"
     return 0
   }
   cat >"$STATE/registry.yml" <<EOF
