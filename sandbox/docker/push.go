@@ -39,6 +39,9 @@ func (b *Backend) push(ctx context.Context, tag, ref string) (string, error) {
 	if err := b.cli.ImageTag(ctx, tag, ref); err != nil {
 		return "", &sandbox.ImageError{Image: ref, Reason: "tag for push: " + engineError(err).Error()}
 	}
+	// The registry's name is needed only for the push: untag it after,
+	// leaving the image under its content tag.
+	defer b.cli.ImageRemove(context.WithoutCancel(ctx), ref, image.RemoveOptions{})
 	b.log.Info("pushing image", "image", ref)
 	rc, err := b.cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: registryAuth(ref)})
 	if err != nil {

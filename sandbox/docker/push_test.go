@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func TestBuildPush(t *testing.T) {
 		t.Fatalf("manifest %s of %s (tag %s) not in the registry: %v %v", digest, repo, tag, resp, err)
 	}
 	resp.Body.Close()
+	if b, err := exec.Command("docker", "image", "inspect", name).CombinedOutput(); err == nil {
+		t.Errorf("the registry's tag %s stays in the engine: %s", name, b)
+	}
 
 	// A registry that is not there is an ImageError naming the image.
 	_, err = b.BuildPush(context.Background(), sandbox.Spec{BuildContext: ctxTar}, "127.0.0.1:9/proctor")
