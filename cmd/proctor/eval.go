@@ -166,15 +166,26 @@ type sandboxCmd struct {
 }
 
 type pruneCmd struct {
-	RunID string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	RunID  string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	Config string `help:"A run config: prune in the sandbox backend it names (a Kubernetes namespace, say) instead of the local Docker engine." type:"existingfile"`
 }
 
 func (p pruneCmd) Run(g *globals) error {
 	c := &config.Config{}
 	c.Sandbox.Backend = "docker"
+	if p.Config != "" {
+		var err error
+		if c, err = loadConfig(p.Config, nil); err != nil {
+			return err
+		}
+	}
 	_, prune, err := backend(g.ctx, c)
 	if err != nil {
 		return err
+	}
+	if prune == nil {
+		fmt.Fprintf(g.stdout, "the %s backend leaves no sandboxes behind\n", c.Sandbox.Backend)
+		return nil
 	}
 	n, err := prune(g.ctx, p.RunID)
 	fmt.Fprintf(g.stdout, "removed %d sandboxes\n", n)

@@ -64,8 +64,16 @@ func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, err
 	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(buildNetwork(spec)))
 	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
 
+	return b.once(ctx, tag, func() (string, error) { return b.buildImage(ctx, spec, tag) })
+}
+
+// once runs do for key at most once at a time: concurrent callers with the
+// same key wait for the same result, and a success is kept for later
+// callers. A failure is forgotten: it may succeed later (a cancelled one
+// certainly).
+func (b *Backend) once(ctx context.Context, key string, do func() (string, error)) (string, error) {
 	b.mu.Lock()
-	if bd, ok := b.builds[tag]; ok {
+	if bd, ok := b.builds[key]; ok {
 		b.mu.Unlock()
 		select {
 		case <-bd.done:
@@ -75,15 +83,14 @@ func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, err
 		}
 	}
 	bd := &buildJob{done: make(chan struct{})}
-	b.builds[tag] = bd
+	b.builds[key] = bd
 	b.mu.Unlock()
 
-	bd.image, bd.err = b.buildImage(ctx, spec, tag)
+	bd.image, bd.err = do()
 	close(bd.done)
 	if bd.err != nil {
-		// A failed build may succeed later (a cancelled one certainly).
 		b.mu.Lock()
-		delete(b.builds, tag)
+		delete(b.builds, key)
 		b.mu.Unlock()
 	}
 	return bd.image, bd.err

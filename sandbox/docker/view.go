@@ -310,7 +310,7 @@ func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte, plugin bo
 	uid, gid, numeric := numericUser(owner)
 	if numeric {
 		var err error
-		if data, err = chownArchive(data, uid, gid); err != nil {
+		if data, err = archive.Chown(data, uid, gid); err != nil {
 			return err
 		}
 	}
@@ -332,34 +332,4 @@ func numericUser(u string) (uid, gid int, ok bool) {
 		}
 	}
 	return uid, gid, true
-}
-
-// chownArchive rewrites every header of a (checked) archive to uid:gid.
-func chownArchive(data []byte, uid, gid int) ([]byte, error) {
-	tr, err := archive.Reader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read archive: %w", err)
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }
