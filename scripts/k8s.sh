@@ -107,18 +107,24 @@ build_cni() {
     "github.com/containernetworking/plugins/plugins/main/loopback@$CNI_VERSION")
 }
 
-# build_local builds the two small programs whose source is in this
-# repository (scripts/k8s): the pod sandbox's pause process and the CNI
-# plugin that gives pods no network. They are rebuilt when the source is
-# newer than the binary.
+# build_local builds the small programs whose source is in this
+# repository (scripts/k8s): the pod sandbox's pause process, the CNI
+# plugin that gives pods no network, and the printer of the seccomp
+# profile isolated sandboxes ask for. Each is rebuilt when a source it is
+# made from is newer than the binary.
 build_local() {
-  local root b
+  local root b src
   root=$(cd "$(dirname "$0")/.." && pwd)
   mkdir -p "$BIN/cni"
-  for b in pause nonet; do
+  for b in pause nonet seccomp; do
     local out=$BIN/$b
     [ $b = nonet ] && out=$BIN/cni/nonet
-    if [ ! -x "$out" ] || [ "$root/scripts/k8s/$b/main.go" -nt "$out" ]; then
+    local stale=0
+    [ -x "$out" ] || stale=1
+    for src in "$root/scripts/k8s/$b/main.go" $([ $b = seccomp ] && echo "$root"/sandbox/seccomp/*.go "$root/sandbox/sandbox.go"); do
+      [ "$src" -nt "$out" ] && stale=1
+    done
+    if [ $stale = 1 ]; then
       (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out" "./scripts/k8s/$b")
     fi
   done
@@ -352,7 +358,14 @@ EOF
 # /proc/sys entry, so the machine's settings stay as they are.
 SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000"
 
+# SECCOMP is the Localhost seccomp profile isolated sandboxes ask for
+# ([sandbox.kubernetes] seccomp_profile's default), in the kubelet's
+# seccomp folder; up writes it each time, so it follows the source.
+SECCOMP=proctor-isolated.json
+
 start_kubelet() {
+  mkdir -p "$STATE/kubelet/seccomp"
+  "$BIN/seccomp" >"$STATE/kubelet/seccomp/$SECCOMP.new" && mv -f "$STATE/kubelet/seccomp/$SECCOMP.new" "$STATE/kubelet/seccomp/$SECCOMP"
   alive kubelet && return 0
   mkdir -p "$STATE/kubelet" "$STATE/pod-logs" "$RUN/sysctl"
   # The kubelet's root is a shared mount, so what it mounts there from its
@@ -480,6 +493,10 @@ apiVersion: v1
 kind: Namespace
 metadata:
   name: $NAMESPACE
+  labels:
+    # Isolated sandboxes hold CAP_SYS_ADMIN for the warden, which
+    # "baseline" forbids (docs/kubernetes.md).
+    pod-security.kubernetes.io/enforce: privileged
 ---
 # What proctor needs, and no more (docs/kubernetes.md).
 apiVersion: rbac.authorization.k8s.io/v1

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/kubernetes"
+	"github.com/proctor-dev/proctor/sandbox/seccomp"
 )
 
 const kubernetesHint = "start the local cluster with `make k8s-up` and export the KUBECONFIG it prints, or point [sandbox.kubernetes] kubeconfig and context at your cluster"
@@ -27,6 +30,7 @@ func kubernetesBackend(ctx context.Context, c *config.Config) (*kubernetes.Backe
 		NodeSelector: k.NodeSelector, RuntimeClass: k.RuntimeClass, ImagePullSecrets: k.ImagePullSecrets,
 		ServiceAccount: k.ServiceAccount, QPS: float32(k.QPS), Burst: k.Burst, Registry: k.Registry,
 		RequestFraction: k.RequestFraction, ScheduleTimeout: k.ScheduleTimeout.Duration, ActiveDeadline: k.ActiveDeadline.Duration,
+		NoIsolation: !c.Sandbox.Isolated(), SeccompProfile: k.SeccompProfile,
 	}
 	for _, t := range k.Tolerations {
 		cfg.Tolerations = append(cfg.Tolerations, kubernetes.Toleration{Key: t.Key, Operator: t.Operator, Value: t.Value, Effect: t.Effect, Seconds: t.Seconds})
@@ -105,4 +109,24 @@ func kubernetesAvailable() bool {
 	defer cancel()
 	_, err := kubernetesBackend(ctx, &config.Config{})
 	return err == nil
+}
+
+type seccompCmd struct {
+	Arch string `help:"The nodes' architecture, as Go names it (amd64, arm64); default: this machine's."`
+}
+
+// Run prints the profile in the container runtime's format: the file a
+// node's kubelet loads for [sandbox.kubernetes] seccomp_profile.
+func (c seccompCmd) Run(g *globals) error {
+	arch := c.Arch
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	p, err := seccomp.OCI(arch)
+	if err != nil {
+		return &fault.Usage{Err: err}
+	}
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
 }

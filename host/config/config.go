@@ -159,6 +159,9 @@ type Kubernetes struct {
 	RequestFraction  float64           `toml:"request_fraction" json:"request_fraction,omitempty"`
 	ScheduleTimeout  Duration          `toml:"schedule_timeout" json:"schedule_timeout"`
 	ActiveDeadline   Duration          `toml:"active_deadline" json:"active_deadline"`
+	// SeccompProfile is the Localhost seccomp profile isolated pods ask
+	// for, relative to the kubelet's seccomp folder.
+	SeccompProfile string `toml:"seccomp_profile" json:"seccomp_profile,omitempty"`
 }
 
 // Toleration is one of [sandbox.kubernetes] tolerations.
@@ -694,6 +697,8 @@ func (c *Config) validateKubernetes(bad func(key, msg, hint string) error, oneOf
 		return bad("sandbox.kubernetes.schedule_timeout", "must not be negative", "")
 	case k.ActiveDeadline.Duration < 0:
 		return bad("sandbox.kubernetes.active_deadline", "must not be negative", "")
+	case k.SeccompProfile != "" && (strings.HasPrefix(k.SeccompProfile, "/") || slices.Contains(strings.Split(k.SeccompProfile, "/"), "..")):
+		return bad("sandbox.kubernetes.seccomp_profile", fmt.Sprintf("%q is not a path inside the kubelet's seccomp folder", k.SeccompProfile), `write it relative to that folder, e.g. seccomp_profile = "proctor-isolated.json"`)
 	case strings.Contains(k.Registry, "://"):
 		return bad("sandbox.kubernetes.registry", fmt.Sprintf("%q has a scheme", k.Registry), `write host[:port][/path], e.g. registry = "127.0.0.1:5001/proctor"`)
 	}

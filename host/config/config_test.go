@@ -44,6 +44,7 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nrequest_fraction=2", "x.toml:8: sandbox.kubernetes.request_fraction: must be between 0 and 1", ""},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nregistry='http://r:5000'", "sandbox.kubernetes.registry", "host[:port]"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernets'", "sandbox.backend", `"kubernetes"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nseccomp_profile='../../etc/x.json'", "sandbox.kubernetes.seccomp_profile", "relative to that folder"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)

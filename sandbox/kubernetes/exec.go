@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -141,29 +143,42 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 }
 
 // Controller is one shell controller running in the sandbox over its own
-// exec stream. The sandbox's persistent shell is one; a backend feature
-// that needs another (a verifier's shell in its own mount namespace) opens
-// more with OpenController.
+// exec stream: the plugin's, and in an isolated sandbox the agent's.
 type Controller struct {
 	*shell.Shell
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// OpenController starts a shell controller with its state in stateDir. The
-// controller runs `prefix... bash -c BOOTSTRAP proctor-shell stateDir`
-// from the sandbox's working directory, as the sandbox's user: prefix (a
-// helper that enters namespaces, for example) runs before the switch to
-// the user, as the container's own user. The stream outlives ctx, which
-// bounds only the first round trip; Close ends it.
-func (s *Sandbox) OpenController(ctx context.Context, stateDir string, prefix ...string) (*Controller, error) {
-	argv := []string{"bash", "-c", enter, "proctor-enter", stateDir + ".err", s.workdirSpec, s.homeUser(),
-		strings.Join(slices.Sorted(maps.Keys(s.spec.Env)), " ")}
-	argv = append(argv, prefix...)
-	if s.user != nil {
-		argv = append(argv, s.user.setpriv()...)
+// controllerSpec says how to start one shell controller.
+type controllerSpec struct {
+	state string // the controller's state folder
+	// prefix runs first, as the container's user, and starts the rest
+	// (the warden, which switches to the user itself).
+	prefix []string
+	user   *userIDs // switched to with setpriv after prefix (nil: stay)
+	home   *userIDs // whose HOME the shell gets (nil: the container's)
+	// header: prefix prints "@@PROCTOR NS <pid>" before the shell starts.
+	header bool
+	kill   func(ctx context.Context, pgid int) error
+}
+
+// open starts a shell controller: `prefix... [setpriv...] bash -c
+// BOOTSTRAP proctor-shell STATE` from the sandbox's working directory. The
+// stream outlives ctx, which bounds only the start; Close ends it. With
+// header, it returns the pid the prefix named.
+func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int, error) {
+	home := ""
+	if cs.home != nil {
+		home = strconv.Itoa(cs.home.uid)
 	}
-	argv = append(argv, "bash", "-c", shell.Bootstrap(), "proctor-shell", stateDir)
+	argv := []string{"bash", "-c", enter, "proctor-enter", cs.state + ".err", s.workdirSpec, home,
+		strings.Join(slices.Sorted(maps.Keys(s.spec.Env)), " ")}
+	argv = append(argv, cs.prefix...)
+	if cs.user != nil {
+		argv = append(argv, cs.user.setpriv()...)
+	}
+	argv = append(argv, "bash", "-c", shell.Bootstrap(), "proctor-shell", cs.state)
 
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -180,30 +195,55 @@ func (s *Sandbox) OpenController(ctx context.Context, stateDir string, prefix ..
 		// fails.
 		inW.Close()
 	}()
+	out := bufio.NewReaderSize(outR, 64<<10)
+	ns := 0
+	if cs.header {
+		stop := context.AfterFunc(ctx, cancel)
+		ns = readHeader(out)
+		stop()
+	}
 	c.Shell = shell.New(shell.Transport{
 		Stdin:  inW,
-		Stdout: outR,
-		Kill:   s.killGroup,
+		Stdout: out,
+		Kill:   cs.kill,
 		Close:  func() error { cancel(); return nil },
-	}, stateDir)
+	}, cs.state)
 	// The first round trip proves bash is there and the shell is ready.
-	r, err := c.Exec(ctx, "true", sandbox.ExecOptions{})
+	var r sandbox.ExecResult
+	err := errors.New("the warden did not say which namespace it made")
+	if !cs.header || ns > 0 {
+		r, err = c.Exec(ctx, "true", sandbox.ExecOptions{})
+	}
 	if err != nil || r.ExitCode != 0 {
 		c.Close()
 		<-c.done
-		msg := s.startErrors(ctx, stateDir)
+		msg := s.startErrors(ctx, cs.state)
 		if err == nil {
 			err = fmt.Errorf("exit %d", r.ExitCode)
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("start shell: %w", ctx.Err())
+			return nil, 0, fmt.Errorf("start shell: %w", ctx.Err())
 		}
-		if s.user != nil && strings.Contains(msg, "setpriv") {
-			return nil, fmt.Errorf("start shell as user %q (the image needs setpriv, from util-linux): %v %s: %w", s.spec.User, err, msg, shell.ErrNoShell)
+		if cs.user != nil && strings.Contains(msg, "setpriv") {
+			return nil, 0, fmt.Errorf("start shell as user %q (the image needs setpriv, from util-linux): %v %s: %w", s.spec.User, err, msg, shell.ErrNoShell)
 		}
-		return nil, fmt.Errorf("start shell (the image needs bash): %v %s: %w", s.explain(ctx, err), msg, shell.ErrNoShell)
+		return nil, 0, fmt.Errorf("start shell (the image needs bash): %v %s: %w", s.explain(ctx, err), msg, shell.ErrNoShell)
 	}
-	return c, nil
+	return c, ns, nil
+}
+
+// readHeader reads the warden's "@@PROCTOR NS <pid>" line: the pid, or 0
+// when the line is not that.
+func readHeader(r *bufio.Reader) int {
+	line, err := r.ReadSlice('\n') // at most the buffer: a line, not a flood
+	f := strings.Fields(string(line))
+	if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
+		return 0
+	}
+	if n, err := strconv.Atoi(f[2]); err == nil && n >= 2 {
+		return n
+	}
+	return 0
 }
 
 // Close ends the controller's stream.
@@ -238,15 +278,6 @@ if [ -n "$w" ]; then mkdir -p -- "$w" 2>>"$e" && cd -- "$w" 2>>"$e" || exit 1; f
 if [ -n "$u" ]; then h=$(getent passwd "$u" 2>/dev/null | cut -d: -f6); [ -n "$h" ] && export HOME="$h"; fi
 "$@" <&0 2>>"$e" &
 wait $!`
-
-// homeUser is the uid whose HOME the shell gets, or "" to keep the
-// container's.
-func (s *Sandbox) homeUser() string {
-	if s.user == nil {
-		return ""
-	}
-	return fmt.Sprint(s.user.uid)
-}
 
 // killGroup kills a process group from a separate exec, for when a call's
 // context ends while the shell's command still runs.

@@ -5,17 +5,82 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/archive"
+	"github.com/proctor-dev/proctor/sandbox/shell"
 )
+
+// view is one side of a sandbox, the plugin's or the agent's. Its commands
+// run in its own shell. Files travel over exec streams of their own, as
+// the view's user, except those in the plugin's private folders: they live
+// in the plugin shell's mount namespace, which only that shell (and the
+// warden it runs) reaches.
+type view struct {
+	s      *Sandbox
+	shell  func() *Controller
+	plugin bool
+	// closed is set when the view was closed on its own (the agent's,
+	// while the sandbox lives on); nil for the plugin's.
+	closed *atomic.Bool
+}
+
+// live fails once the sandbox, or the view, was closed.
+func (v view) live() error {
+	if v.closed != nil && v.closed.Load() {
+		return sandbox.ErrClosed
+	}
+	return v.s.live()
+}
+
+// Exec runs cmd in the view's shell. If the shell died, the pod is read so
+// the error says why (evicted, over its disk limit, OOM killed, deleted,
+// deadline).
+func (v view) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if err := v.live(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	r, err := v.shell().Exec(ctx, cmd, o)
+	if err != nil && errors.Is(err, sandbox.ErrGone) && !v.s.closed.Load() {
+		err = v.s.explain(ctx, err)
+	}
+	return r, err
+}
+
+// user is who the view's files belong to (nil: the container's user).
+func (v view) user() *userIDs {
+	if !v.plugin && v.s.agentUser != nil {
+		return v.s.agentUser
+	}
+	return v.s.user
+}
+
+// private reports whether a path lies in one of the plugin's private
+// folders, seen from this view.
+func (v view) private(full string) bool {
+	if !v.plugin {
+		return false
+	}
+	for _, d := range v.s.private {
+		if full == d || strings.HasPrefix(full, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// files are the file operations of the plugin's private folders, through
+// the plugin's shell.
+func (v view) files() shell.Files { return shell.Files{Exec: v.Exec} }
 
 // Exit codes of the file scripts.
 const (
@@ -23,7 +88,7 @@ const (
 	exitIsDir    = 4
 )
 
-// untar makes a folder (as the sandbox's user where it may, else as the
+// untar makes a folder (as the view's user where it may, else as the
 // container's) and extracts the tar stream on stdin into it. Arguments:
 // the folder, then the command prefix that switches to the user.
 const untar = `d=$1; shift
@@ -37,31 +102,27 @@ const head = `[ -e "$1" ] || exit 3
 echo "size $(stat -L -c %s -- "$1")" >&2
 exec head -c "$2" -- "$1"`
 
-// packs writes a file or folder as a tar stream, named by its base name.
+// pack writes a file or folder as a tar stream, named by its base name.
 const pack = `cd -- "$1" 2>/dev/null || exit 3
 [ -e "$2" ] || [ -L "$2" ] || exit 3
 exec tar -c -f - -- "$2"`
 
-// ids are the owner files written for the sandbox get: its user's, or
-// root's (a container running as another user cannot chown, and keeps its
-// own).
-func (s *Sandbox) ids() (int, int) {
-	if s.user == nil {
-		return 0, 0
+// ids are the owner of the files the view writes: its user's, or root's
+// (a container running as another user cannot chown, and keeps its own).
+func (v view) ids() (int, int) {
+	if u := v.user(); u != nil {
+		return u.uid, u.gid
 	}
-	return s.user.uid, s.user.gid
-}
-
-func (s *Sandbox) asUser() []string {
-	if s.user == nil {
-		return nil
-	}
-	return s.user.setpriv()
+	return 0, 0
 }
 
 // extract runs untar into dir with a (checked) archive on stdin.
-func (s *Sandbox) extract(ctx context.Context, dir string, data []byte) error {
-	code, msg, err := s.run(ctx, untar, append([]string{dir}, s.asUser()...), bytes.NewReader(data), nil)
+func (v view) extract(ctx context.Context, dir string, data []byte) error {
+	args := []string{dir}
+	if u := v.user(); u != nil {
+		args = append(args, u.setpriv()...)
+	}
+	code, msg, err := v.s.run(ctx, untar, args, bytes.NewReader(data), nil)
 	if err != nil {
 		return err
 	}
@@ -72,15 +133,15 @@ func (s *Sandbox) extract(ctx context.Context, dir string, data []byte) error {
 }
 
 // WriteFile writes data to p, creating parent folders.
-func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
-	if err := s.live(); err != nil {
+func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	if err := v.live(); err != nil {
 		return err
 	}
-	full := s.abs(p)
+	full := v.s.abs(p)
 	if mode == 0 {
 		mode = 0o644
 	}
-	uid, gid := s.ids()
+	uid, gid := v.ids()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Name: path.Base(full), Mode: int64(mode.Perm()), Size: int64(len(data)),
@@ -89,7 +150,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	}
 	tw.Write(data)
 	tw.Close()
-	if err := s.extract(ctx, path.Dir(full), buf.Bytes()); err != nil {
+	var err error
+	if v.private(full) {
+		err = v.files().Put(ctx, path.Dir(full), buf.Bytes())
+	} else {
+		err = v.extract(ctx, path.Dir(full), buf.Bytes())
+	}
+	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -97,15 +164,23 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 
 // ReadFile reads the first limit bytes of a file (links followed) and its
 // size.
-func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
-	if err := s.live(); err != nil {
+func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
+	if err := v.live(); err != nil {
 		return nil, 0, err
 	}
 	if limit <= 0 {
 		limit = sandbox.DefaultReadLimit
 	}
+	full := v.s.abs(p)
+	if v.private(full) {
+		data, size, err := v.files().Read(ctx, full, limit)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s: %w", p, err)
+		}
+		return data, size, nil
+	}
 	out := &limitWriter{max: int(limit)}
-	code, msg, err := s.run(ctx, head, []string{s.abs(p), strconv.FormatInt(limit, 10)}, nil, out)
+	code, msg, err := v.s.run(ctx, head, []string{full, strconv.FormatInt(limit, 10)}, nil, out)
 	switch {
 	case err != nil:
 		return nil, 0, fmt.Errorf("read %s: %w", p, err)
@@ -116,25 +191,13 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	case code != 0:
 		return nil, 0, fmt.Errorf("read %s: exit %d: %s", p, code, msg)
 	}
-	return out.buf.Bytes(), statSize(msg, int64(out.buf.Len())), nil
-}
-
-// statSize reads the "size N" line of a read's stderr; at least got.
-func statSize(stderr string, got int64) int64 {
-	size := got
-	for _, line := range strings.Split(stderr, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "size "); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > size {
-				size = n
-			}
-		}
-	}
-	return size
+	_, size, _ := shell.ReadResult(sandbox.ExecResult{Stdout: out.buf.String(), Stderr: msg})
+	return out.buf.Bytes(), size, nil
 }
 
 // Upload checks the archive, then extracts it into dir.
-func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
-	if err := s.live(); err != nil {
+func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
+	if err := v.live(); err != nil {
 		return err
 	}
 	data, err := io.ReadAll(r)
@@ -144,11 +207,17 @@ func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
 	if err := archive.Check(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("upload to %s: %w: %w", dir, sandbox.ErrUnsafeArchive, err)
 	}
-	uid, gid := s.ids()
-	if data, err = archive.Chown(data, uid, gid); err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, err)
+	full := v.s.abs(dir)
+	if v.private(full) {
+		// The warden extracts as the plugin's user.
+		err = v.files().Put(ctx, full, data)
+	} else {
+		uid, gid := v.ids()
+		if data, err = archive.Chown(data, uid, gid); err == nil {
+			err = v.extract(ctx, full, data)
+		}
 	}
-	if err := s.extract(ctx, s.abs(dir), data); err != nil {
+	if err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
 	return nil
@@ -157,15 +226,22 @@ func (s *Sandbox) Upload(ctx context.Context, dir string, r io.Reader) error {
 // Download returns p (a file or folder) as a tar stream whose entries are
 // named from p's base name. The stream is read while it is produced; a
 // missing path is an error matching ErrNotFound.
-func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := s.live(); err != nil {
+func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := v.live(); err != nil {
 		return nil, err
 	}
-	full := s.abs(p)
+	full := v.s.abs(p)
+	if v.private(full) {
+		data, err := v.files().Get(ctx, full)
+		if err != nil {
+			return nil, fmt.Errorf("download %s: %w", p, err)
+		}
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
 	pr, pw := io.Pipe()
 	dctx, cancel := context.WithCancel(ctx)
 	go func() {
-		code, msg, err := s.run(dctx, pack, []string{path.Dir(full), path.Base(full)}, nil, pw)
+		code, msg, err := v.s.run(dctx, pack, []string{path.Dir(full), path.Base(full)}, nil, pw)
 		switch {
 		case err != nil:
 		case code == exitNotFound:

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 // stateDir is where the shell controller keeps its files in the pod.
@@ -95,9 +96,19 @@ type Config struct {
 
 	// Protocol of exec streams: ProtocolAuto or ProtocolSPDY.
 	Protocol string
-	// ExtraCapabilities are added to the container's capability set, for
-	// backend features that drop them again before the agent's shell.
-	ExtraCapabilities []string
+
+	// NoIsolation turns the separation of the agent from the plugin (the
+	// warden's namespaces, see sandbox.Isolated) off. On, the default, a
+	// pod's container holds CAP_SYS_ADMIN for the warden, which drops it
+	// before the agent's shell starts: the namespace must allow Pod
+	// Security "privileged", and every node must have the seccomp profile
+	// SeccompProfile. Off, one shell serves agent and plugin alike, and
+	// specs with private folders are refused.
+	NoIsolation bool
+	// SeccompProfile is the Localhost seccomp profile of isolated pods,
+	// relative to the kubelet's seccomp folder (default
+	// DefaultSeccompProfile).
+	SeccompProfile string
 
 	Log *slog.Logger
 }
@@ -190,24 +201,44 @@ func apiError(err error) error {
 	return fmt.Errorf("%w: kubernetes API: %v", sandbox.ErrEngine, err)
 }
 
-// Sandbox is one pod and its persistent shell.
+// Sandbox is one pod and its shells. It is the plugin's view: its
+// commands run in the plugin's shell, which in an isolated sandbox lives in
+// a mount namespace where the spec's Private folders are the plugin's own.
+// Agent gives the agent's view.
 type Sandbox struct {
+	view
 	b    *Backend
 	name string
 	spec sandbox.Spec
 	// workdirSpec is spec.Workdir, created by the shell's start; workdir
 	// is the shell's starting directory, where relative paths point.
 	workdirSpec, workdir string
-	user                 *userIDs // nil: the image's user
-	image                string   // the image id the pod runs (repo@sha256:...)
-	sh                   *Controller
+	// user is who the plugin's commands run as and its files belong to
+	// (nil: the container's user); agentUser is the agent's, when it is
+	// not user.
+	user, agentUser *userIDs
+	image           string // the image id the pod runs (repo@sha256:...)
+	sh              *Controller
+
+	// Isolation: the private folders and their tmpfs size, the process
+	// limit Seal holds the agent to, the plugin warden's pid (it holds
+	// the plugin's mount namespace), the agent's view. agent is nil when
+	// the backend does not isolate.
+	private  []string
+	tmpfsMiB int64
+	pidsMax  int64
+	pluginNS int
+	agent    *agentView
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ sandbox.Sandbox = (*Sandbox)(nil)
+var (
+	_ sandbox.Sandbox  = (*Sandbox)(nil)
+	_ sandbox.Isolated = (*Sandbox)(nil)
+)
 
 // Name is the pod's name.
 func (s *Sandbox) Name() string { return s.name }
@@ -217,7 +248,7 @@ func (s *Sandbox) ImageDigest() string { return s.image }
 
 // Start resolves the image (as named, or built and pushed to the
 // registry), creates the pod, waits for it through a watch, and opens its
-// shell.
+// shells.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	network := spec.Network
 	if network == "" {
@@ -226,28 +257,29 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
 		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
 	}
-	if len(spec.Private) > 0 {
-		return nil, fmt.Errorf("the spec has private folders %v, and the kubernetes backend cannot keep them apart from the agent yet", spec.Private)
+	private, err := shell.PrivateDirs(spec.Private)
+	if err != nil {
+		return nil, err
 	}
-	if spec.AgentUser != "" && spec.AgentUser != spec.User {
-		return nil, fmt.Errorf("the agent's user %q is not the verifier's %q: the kubernetes backend cannot run them apart yet", spec.AgentUser, spec.User)
+	if b.cfg.NoIsolation {
+		if len(private) > 0 {
+			return nil, fmt.Errorf("the spec has private folders %v, but this kubernetes backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
+		}
+		if spec.AgentUser != "" && spec.AgentUser != spec.User {
+			return nil, fmt.Errorf("the agent's user %q is not the verifier's %q: only an isolated sandbox runs them apart ([sandbox] isolation = true)", spec.AgentUser, spec.User)
+		}
 	}
 	spec.Network = network
+	spec.Private = private
 	if network == sandbox.NetworkNone {
 		b.policyOnce.Do(func() { b.ensurePolicy(ctx) })
-	}
-	var user *userIDs
-	if spec.User != "" {
-		if u, ok := parseUser(spec.User); ok {
-			user = &u
-		}
 	}
 	build := spec.Image == "" || spec.ForceBuild
 	image, err := b.image(ctx, spec, build)
 	if err != nil {
 		return nil, err
 	}
-	s, err := b.startPod(ctx, spec, image, user)
+	s, err := b.startPod(ctx, spec, image)
 	var ie *sandbox.ImageError
 	if errors.As(err, &ie) && !build && len(spec.BuildContext) > 0 && b.cfg.Builder != nil && b.cfg.Registry != "" {
 		// The named image cannot be pulled: build it from the context, as
@@ -256,7 +288,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		if image, err = b.image(ctx, spec, true); err != nil {
 			return nil, err
 		}
-		s, err = b.startPod(ctx, spec, image, user)
+		s, err = b.startPod(ctx, spec, image)
 	}
 	return s, err
 }
@@ -283,9 +315,37 @@ func (b *Backend) image(ctx context.Context, spec sandbox.Spec, build bool) (str
 	return b.cfg.Builder.BuildPush(ctx, spec, b.cfg.Registry)
 }
 
-func (b *Backend) startPod(ctx context.Context, spec sandbox.Spec, image string, user *userIDs) (*Sandbox, error) {
-	s := &Sandbox{b: b, name: newName(), spec: spec, workdirSpec: spec.Workdir, user: user}
-	pod := podFor(&b.cfg, spec, s.name, image, b.owner)
+// startPod creates the pod and opens its shells. An isolated sandbox needs
+// root in its container for the warden: when the spec names no user and
+// the image's own user is not root, the pod is made again as root, with
+// the image's user for the spec's.
+func (b *Backend) startPod(ctx context.Context, spec sandbox.Spec, image string) (*Sandbox, error) {
+	s, err := b.newPod(ctx, spec, image)
+	var iu imageUser
+	if errors.As(err, &iu) && spec.User == "" {
+		b.log.Debug("the image's user is not root: the pod runs as root, its shells as the user", "image", image, "user", string(iu))
+		spec.User = string(iu)
+		s, err = b.newPod(ctx, spec, image)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.workdir = spec.Workdir
+	if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{Fresh: true}); err == nil && r.ExitCode == 0 {
+		s.workdir = strings.TrimSpace(r.Stdout)
+	}
+	if s.workdir == "" {
+		s.workdir = "/"
+	}
+	return s, nil
+}
+
+// newPod creates one pod and opens its shells; on failure it removes what
+// it made.
+func (b *Backend) newPod(ctx context.Context, spec sandbox.Spec, image string) (*Sandbox, error) {
+	s := &Sandbox{b: b, name: newName(), spec: spec, workdirSpec: spec.Workdir, private: spec.Private}
+	s.view = view{s: s, shell: func() *Controller { return s.sh }, plugin: true}
+	pod := podFor(&b.cfg, spec, s.name, image, b.owner, spec.User != "")
 	running, err := b.create(ctx, pod)
 	if err != nil {
 		if running != nil || !errors.Is(err, errNotCreated) {
@@ -294,24 +354,31 @@ func (b *Backend) startPod(ctx context.Context, spec sandbox.Spec, image string,
 		return nil, err
 	}
 	s.image = imageID(running)
-	if spec.User != "" && s.user == nil {
-		if err := s.resolveUser(ctx); err != nil {
-			s.remove(ctx)
-			return nil, err
-		}
+	if b.cfg.NoIsolation {
+		err = s.startShell(ctx)
+	} else {
+		err = s.startIsolated(ctx)
 	}
-	if s.sh, err = s.OpenController(ctx, stateDir); err != nil {
+	if err != nil {
 		s.remove(ctx)
 		return nil, err
 	}
-	s.workdir = spec.Workdir
-	if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil && r.ExitCode == 0 {
-		s.workdir = strings.TrimSpace(r.Stdout)
-	}
-	if s.workdir == "" {
-		s.workdir = "/"
-	}
 	return s, nil
+}
+
+// startShell opens the one shell of a sandbox that does not isolate, as
+// the spec's user.
+func (s *Sandbox) startShell(ctx context.Context) error {
+	if s.spec.User != "" {
+		u, err := s.resolveUser(ctx, s.spec.User)
+		if err != nil {
+			return err
+		}
+		s.user = &u
+	}
+	var err error
+	s.sh, _, err = s.open(ctx, controllerSpec{state: stateDir, user: s.user, home: s.user, kill: s.killGroup})
+	return err
 }
 
 // errNotCreated marks a create the API server refused: there is no pod to
@@ -400,9 +467,12 @@ func (b *Backend) create(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	}
 }
 
-// resolveUser looks the spec's user (a name, or "name:group") up in the
-// image.
-func (s *Sandbox) resolveUser(ctx context.Context) error {
+// resolveUser looks a user (a name or uid, with ":group" or ":gid") up
+// in the image, with the groups it belongs to.
+func (s *Sandbox) resolveUser(ctx context.Context, user string) (userIDs, error) {
+	if u, ok := parseUser(user); ok {
+		return u, nil
+	}
 	const script = `u=${1%%:*} g=
 case $1 in *:*) g=${1#*:} ;; esac
 uid=$(id -u -- "$u") || exit 3
@@ -410,22 +480,20 @@ if [ -z "$g" ]; then gid=$(id -g -- "$u")
 elif [ "$g" -eq "$g" ] 2>/dev/null; then gid=$g
 else gid=$(getent group -- "$g" | cut -d: -f3); [ -n "$gid" ] || exit 4
 fi
-echo "$uid $gid"`
-	var out limitWriter
-	out.max = 256
-	code, msg, err := s.run(ctx, script, []string{s.spec.User}, nil, &out)
+echo "$uid:$gid:$(id -G -- "$u" | tr ' ' ',')"`
+	out := &limitWriter{max: 4096}
+	code, msg, err := s.run(ctx, script, []string{user}, nil, out)
 	if err != nil {
-		return fmt.Errorf("look up user %q: %w", s.spec.User, err)
+		return userIDs{}, fmt.Errorf("look up user %q: %w", user, err)
 	}
 	if code != 0 {
-		return fmt.Errorf("user %q is not in the image: %s", s.spec.User, msg)
+		return userIDs{}, fmt.Errorf("user %q is not in the image: %s", user, msg)
 	}
-	u := userIDs{named: true, name: s.spec.User}
-	if _, err := fmt.Sscanf(out.buf.String(), "%d %d", &u.uid, &u.gid); err != nil {
-		return fmt.Errorf("look up user %q: %q: %v", s.spec.User, out.buf.String(), err)
+	u, err := parseIDs(strings.TrimSpace(out.buf.String()))
+	if err != nil {
+		return userIDs{}, fmt.Errorf("look up user %q: %w", user, err)
 	}
-	s.user = &u
-	return nil
+	return u, nil
 }
 
 func (s *Sandbox) live() error {
@@ -435,28 +503,15 @@ func (s *Sandbox) live() error {
 	return nil
 }
 
-// Exec runs cmd in the persistent shell. If the shell died, the pod is
-// read so the error says why (evicted, OOM killed, deleted, deadline).
-func (s *Sandbox) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	if err := s.live(); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	r, err := s.sh.Exec(ctx, cmd, o)
-	if err != nil && errors.Is(err, sandbox.ErrGone) && !s.closed.Load() {
-		err = s.explain(ctx, err)
-	}
-	return r, err
-}
-
 // explain adds what the cluster says about the pod to an error of its
-// exec streams; when the pod is gone or failed it matches ErrGone.
+// exec streams: when the pod went over its disk limit, the error matches
+// ErrLimit (the agent's doing); when it is gone or failed otherwise,
+// ErrGone.
 func (s *Sandbox) explain(ctx context.Context, err error) error {
 	if s.closed.Load() {
 		return sandbox.ErrClosed
 	}
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	p, gerr := s.b.cs.CoreV1().Pods(s.b.ns).Get(ictx, s.name, metav1.GetOptions{})
+	p, gerr := s.pod(ctx)
 	switch {
 	case apierrors.IsNotFound(gerr):
 		if errors.Is(err, sandbox.ErrGone) {
@@ -466,6 +521,14 @@ func (s *Sandbox) explain(ctx context.Context, err error) error {
 	case gerr != nil:
 		return fmt.Errorf("pod %s: %v (and reading the pod: %v): %w", s.name, err, apiError(gerr), err)
 	}
+	if errors.Is(err, sandbox.ErrGone) && gone(p) == "" {
+		// The kubelet kills an evicted pod's container before the API
+		// server has its new status: wait for it.
+		p = s.settle(ctx, p)
+	}
+	if overDisk(p) {
+		return fmt.Errorf("the sandbox went over its disk limit of %d MiB and the cluster stopped it (%s): %w", s.diskMB(), strings.TrimSpace(p.Status.Message), sandbox.ErrLimit)
+	}
 	if why := gone(p); why != "" {
 		if errors.Is(err, sandbox.ErrGone) {
 			return fmt.Errorf("pod %s %s: %w", s.name, why, err)
@@ -473,6 +536,56 @@ func (s *Sandbox) explain(ctx context.Context, err error) error {
 		return fmt.Errorf("pod %s %s: %v: %w", s.name, why, err, sandbox.ErrGone)
 	}
 	return fmt.Errorf("pod %s: %w", s.name, err)
+}
+
+// pod reads the sandbox's pod, with a short timeout of its own.
+func (s *Sandbox) pod(ctx context.Context) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return s.b.cs.CoreV1().Pods(s.b.ns).Get(ctx, s.name, metav1.GetOptions{})
+}
+
+// settleTime is how long explain waits for the status of a pod whose
+// shell died while it still reads as running.
+const settleTime = 10 * time.Second
+
+// settle watches a pod that reads as running, from p, until its status
+// says why it no longer does or settleTime passes, and returns the last
+// pod seen.
+func (s *Sandbox) settle(ctx context.Context, p *corev1.Pod) *corev1.Pod {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTime)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("metadata.name", s.name).String()
+	w, err := s.b.cs.CoreV1().Pods(s.b.ns).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		return p
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		cur, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return p
+		}
+		p = cur
+		if ev.Type == watch.Deleted || gone(p) != "" {
+			return p
+		}
+	}
+	return p
+}
+
+// running reports whether the pod still runs.
+func (s *Sandbox) running(ctx context.Context) bool {
+	p, err := s.pod(ctx)
+	return err == nil && p.Status.Phase == corev1.PodRunning && gone(p) == ""
+}
+
+// diskMB is the sandbox's disk limit.
+func (s *Sandbox) diskMB() int64 {
+	if s.spec.DiskMB > 0 {
+		return s.spec.DiskMB
+	}
+	return sandbox.DefaultDiskMB
 }
 
 func (s *Sandbox) abs(p string) string {
@@ -487,6 +600,9 @@ func (s *Sandbox) abs(p string) string {
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		if s.agent != nil {
+			s.agent.Close(ctx)
+		}
 		if s.sh != nil {
 			s.sh.Close()
 		}

@@ -72,6 +72,121 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestConformanceAgentView(t *testing.T) {
+	b := newBackend(t, Config{})
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		return start(t, b, sandbox.Spec{Workdir: "/work"}).Agent()
+	})
+}
+
+// Without isolation one shell serves the plugin and the agent, and the pod
+// holds no CAP_SYS_ADMIN: for clusters that allow only Pod Security
+// "baseline".
+func TestConformanceWithoutIsolation(t *testing.T) {
+	b := newBackend(t, Config{NoIsolation: true})
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		return start(t, b, sandbox.Spec{Workdir: "/work"})
+	})
+	sb := start(t, b, sandbox.Spec{})
+	if sb.Agent() != sandbox.Sandbox(sb) {
+		t.Error("a sandbox without isolation has an agent's view of its own")
+	}
+	if r := exec(t, sb, "grep CapBnd /proc/self/status"); !strings.Contains(r.Stdout, "CapBnd:\t00000000080405fb") {
+		t.Errorf("capabilities of a pod without isolation: %q", r.Stdout)
+	}
+	for _, spec := range []sandbox.Spec{{Private: sandboxtest.Private}, {AgentUser: "nobody"}} {
+		spec.Image = sandboxtest.BaseImage()
+		if _, err := b.Start(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "isolation = true") {
+			t.Errorf("%+v: want a refusal naming [sandbox] isolation, got %v", spec, err)
+		}
+	}
+}
+
+func TestIsolation(t *testing.T) {
+	b := newBackend(t, Config{})
+	sandboxtest.RunIsolated(t, func(t *testing.T, pids int64) sandbox.Isolated {
+		return start(t, b, sandbox.Spec{Workdir: "/app", PidsMax: pids, Private: sandboxtest.Private})
+	})
+}
+
+// A shell that may not mount still gets fresh private folders from Seal: a
+// separate exec of the warden as root empties them in the plugin's
+// namespace.
+func TestSealAsUnprivilegedUser(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("a file from before Seal: %v", err)
+	}
+	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "nobody\nnobody\n" {
+		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
+	}
+}
+
+// The agent's commands and files run as AgentUser, the plugin's as User
+// (Harbor's [agent].user beside [verifier].user); after the agent's shell
+// restarts it is still the agent's user.
+func TestAgentUserApartFromPlugin(t *testing.T) {
+	b := newBackend(t, Config{})
+	sb := start(t, b, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
+	ag := sb.Agent()
+	ctx := context.Background()
+	if err := ag.WriteFile(ctx, "/tmp/agent/f", []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "/tmp/plugin/f", []byte("p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ag.Exec(ctx, "id -un; stat -c %U /tmp/agent/f /tmp/plugin/f", sandbox.ExecOptions{})
+	if err != nil || r.Stdout != "nobody\nnobody\nroot\n" {
+		t.Fatalf("agent side: %+v %v", r, err)
+	}
+	if r := exec(t, sb, "id -un"); r.Stdout != "root\n" {
+		t.Fatalf("plugin side: %+v", r)
+	}
+	ag.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+	r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
+	if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
+		t.Fatalf("after a restart: %+v %v", r, err)
+	}
+}
+
+// What the agent writes is held to the sandbox's disk limit: the pod's
+// ephemeral-storage limit, for which the kubelet evicts it. That is the
+// agent's outcome (ErrLimit), for its next call and for Seal, never a
+// failure of the cluster.
+func TestDiskLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the kubelet's eviction (every 10 s)")
+	}
+	b := newBackend(t, Config{})
+	ctx := context.Background()
+	sb := start(t, b, sandbox.Spec{DiskMB: 64, Private: sandboxtest.Private})
+	agent := sb.Agent()
+	r, err := agent.Exec(ctx, "dd if=/dev/zero of=/fill bs=1M count=200 status=none; echo wrote", sandbox.ExecOptions{Timeout: time.Minute})
+	for deadline := time.Now().Add(2 * time.Minute); err == nil && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		r, err = agent.Exec(ctx, "true", sandbox.ExecOptions{})
+	}
+	if !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "64 MiB") {
+		t.Fatalf("the agent went on past its disk limit: %+v, %v", r, err)
+	}
+	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
+		t.Errorf("seal after the limit: %v", err)
+	}
+	if _, err := sb.Exec(ctx, "true", sandbox.ExecOptions{}); !errors.Is(err, sandbox.ErrLimit) {
+		t.Errorf("the plugin's call after the limit: %v", err)
+	}
+}
+
 // The SPDY fallback carries the shell and the file streams as WebSocket
 // does.
 func TestSPDY(t *testing.T) {
@@ -395,27 +510,6 @@ func TestBuildContextThroughRegistry(t *testing.T) {
 	nb := newBackend(t, Config{Builder: d})
 	if _, err := nb.Start(context.Background(), spec); !errors.Is(err, sandbox.ErrImage) || !strings.Contains(err.Error(), "registry") {
 		t.Fatalf("want an ImageError about the registry, got %v", err)
-	}
-}
-
-// Two controllers in one sandbox: a feature such as a verifier's own
-// shell opens another stream next to the agent's.
-func TestSecondController(t *testing.T) {
-	b := newBackend(t, Config{})
-	sb := start(t, b, sandbox.Spec{})
-	ctx := context.Background()
-	c, err := sb.OpenController(ctx, "/tmp/.proctor-second")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exec(t, sb, "export WHO=agent; cd /tmp")
-	r, err := c.Exec(ctx, `echo "[$WHO] $PWD"`, sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "[] /\n" {
-		t.Fatalf("second controller: %+v %v", r, err)
-	}
-	if r := exec(t, sb, `echo "[$WHO] $PWD"`); r.Stdout != "[agent] /tmp\n" {
-		t.Fatalf("first controller after the second: %+v", r)
 	}
 }
 

@@ -25,15 +25,6 @@ const containerName = "sandbox"
 // NetworkPolicy selects them.
 const LabelNetwork = "proctor.network"
 
-// capabilities kept after dropping all: the docker backend's set, for the
-// same reasons (tasks run apt-get, create users, chown, start services and
-// signal their own processes as root). Left out of the runtime's default
-// set: NET_RAW and AUDIT_WRITE.
-var capabilities = []corev1.Capability{
-	"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
-	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
-}
-
 // pid1 is the container's main process: it waits forever and reaps the
 // orphans that commands leave behind (bash collects every child that ends
 // while it waits), as the docker backend's init does. It ignores the
@@ -51,8 +42,13 @@ func newName() string {
 // podFor builds the pod of a sandbox: one container running spec's image,
 // closed by default (no service account token, no host namespaces, no
 // privilege escalation, capabilities dropped but the few tasks need,
-// resource limits, a deadline as a backstop, the runtime's seccomp profile).
-func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string) *corev1.Pod {
+// resource and disk limits, a deadline as a backstop, a seccomp profile).
+// An isolated pod's container also holds CAP_SYS_ADMIN for the warden,
+// under proctor's own seccomp profile (a Localhost one: see
+// seccomp.OCI) and unconfined by AppArmor, whose runtime profile forbids
+// the warden's mounts; root runs it when asRoot, which the warden needs
+// (without asRoot, the image's user).
+func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string, asRoot bool) *corev1.Pod {
 	cpus := spec.CPUs
 	if cpus <= 0 {
 		cpus = sandbox.DefaultCPUs
@@ -65,13 +61,22 @@ func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string) *corev1.P
 	if frac <= 0 || frac > 1 {
 		frac = 1
 	}
-	limits := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(cpus*1000+0.5), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(mem<<20, resource.BinarySI),
+	disk := spec.DiskMB
+	if disk <= 0 {
+		disk = sandbox.DefaultDiskMB
 	}
+	limits := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(cpus*1000+0.5), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(mem<<20, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(disk<<20, resource.BinarySI),
+	}
+	// The disk limit is what the kubelet evicts a pod for; no disk is
+	// reserved for it (a request the size of the limit would fit few
+	// pods on a node, though a sandbox rarely writes that much).
 	requests := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(max(1, int64(cpus*1000*frac+0.5)), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(max(1<<20, int64(float64(mem<<20)*frac)), resource.BinarySI),
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(max(1, int64(cpus*1000*frac+0.5)), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(max(1<<20, int64(float64(mem<<20)*frac)), resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(0, resource.BinarySI),
 	}
 
 	labels, annotations := podLabels(spec.Labels)
@@ -89,19 +94,29 @@ func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string) *corev1.P
 	}
 
 	no := false
-	caps := slices.Clone(capabilities)
-	for _, c := range cfg.ExtraCapabilities {
+	var caps []corev1.Capability
+	for _, c := range sandbox.Capabilities {
 		caps = append(caps, corev1.Capability(c))
 	}
 	sc := &corev1.SecurityContext{
 		Privileged:               &no,
 		AllowPrivilegeEscalation: &no,
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 	}
-	if spec.User != "" {
-		// Commands run as spec.User through setpriv; the container itself
-		// runs as root so that file operations and kills can reach every
-		// file and process, as the docker backend's root execs do.
+	if !cfg.NoIsolation {
+		caps = append(caps, sandbox.CapWarden)
+		profile := cfg.SeccompProfile
+		if profile == "" {
+			profile = DefaultSeccompProfile
+		}
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
+		sc.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+	}
+	sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps}
+	if asRoot {
+		// The container runs as root so that the warden, file operations
+		// and kills reach every file and process, as the docker backend's
+		// root execs do; commands run as spec.User (the warden or setpriv
+		// switches).
 		root := int64(0)
 		sc.RunAsUser, sc.RunAsGroup = &root, &root
 	}
@@ -200,12 +215,12 @@ func LabelValue(v string) string {
 	return prefix + "h" + hex.EncodeToString(sum[:])[:20]
 }
 
-// userIDs is a spec's user resolved in the image: numeric ids, and whether
-// it was a name (then its supplementary groups come from /etc/group).
+// userIDs is a user resolved in the image: numeric ids and the groups it
+// belongs to, looked up once before the agent can change the image's
+// passwd.
 type userIDs struct {
 	uid, gid int
-	named    bool
-	name     string
+	groups   []int // supplementary groups; none: cleared
 }
 
 // parseUser reads "uid" or "uid:gid" (gid 0 when missing, as the docker
@@ -225,15 +240,58 @@ func parseUser(u string) (userIDs, bool) {
 	return userIDs{uid: uid, gid: gid}, true
 }
 
+// parseIDs reads "uid:gid:g1,g2,...", what `warden id` prints.
+func parseIDs(s string) (userIDs, error) {
+	f := strings.Split(s, ":")
+	if len(f) != 3 {
+		return userIDs{}, fmt.Errorf("want uid:gid:groups, got %q", s)
+	}
+	var u userIDs
+	var err1, err2 error
+	u.uid, err1 = strconv.Atoi(f[0])
+	u.gid, err2 = strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || u.uid < 0 || u.gid < 0 {
+		return userIDs{}, fmt.Errorf("want uid:gid:groups, got %q", s)
+	}
+	for _, g := range strings.Split(f[2], ",") {
+		if g == "" {
+			continue
+		}
+		n, err := strconv.Atoi(g)
+		if err != nil || n < 0 {
+			return userIDs{}, fmt.Errorf("want uid:gid:groups, got %q", s)
+		}
+		u.groups = append(u.groups, n)
+	}
+	return u, nil
+}
+
+// ids is the user as `warden -user` takes it: "uid:gid:g1,g2".
+func (u userIDs) ids() string {
+	g := make([]string, len(u.groups))
+	for i, n := range u.groups {
+		g[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("%d:%d:%s", u.uid, u.gid, strings.Join(g, ","))
+}
+
+// DefaultSeccompProfile is the Localhost seccomp profile an isolated pod
+// asks for, relative to the kubelet's seccomp folder
+// (/var/lib/kubelet/seccomp/proctor-isolated.json on most nodes): `proctor
+// sandbox seccomp-profile` writes it.
+const DefaultSeccompProfile = "proctor-isolated.json"
+
 // setpriv is the command prefix that switches a root process to the user.
 func (u userIDs) setpriv() []string {
 	argv := []string{"setpriv", "--reuid=" + strconv.Itoa(u.uid), "--regid=" + strconv.Itoa(u.gid)}
-	if u.named {
-		argv = append(argv, "--init-groups")
+	if len(u.groups) > 0 {
+		g := make([]string, len(u.groups))
+		for i, n := range u.groups {
+			g[i] = strconv.Itoa(n)
+		}
+		argv = append(argv, "--groups="+strings.Join(g, ","))
 	} else {
 		argv = append(argv, "--clear-groups")
 	}
 	return append(argv, "--")
 }
-
-func (u userIDs) String() string { return fmt.Sprintf("%d:%d", u.uid, u.gid) }

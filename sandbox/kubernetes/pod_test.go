@@ -19,12 +19,12 @@ func TestPodFor(t *testing.T) {
 	cfg := &Config{
 		NodeSelector: map[string]string{"pool": "sandboxes"}, RuntimeClass: "gvisor",
 		ImagePullSecrets: []string{"regcred"}, ServiceAccount: "runner", ActiveDeadline: time.Hour,
-		Tolerations:       []Toleration{{Key: "dedicated", Operator: "Equal", Value: "proctor", Effect: "NoSchedule", Seconds: &secs}},
-		ExtraCapabilities: []string{"SYS_ADMIN"}, RequestFraction: 0.25,
+		Tolerations:     []Toleration{{Key: "dedicated", Operator: "Equal", Value: "proctor", Effect: "NoSchedule", Seconds: &secs}},
+		RequestFraction: 0.25,
 	}
-	spec := sandbox.Spec{CPUs: 2, MemoryMB: 1024, Env: map[string]string{"B": "2", "A": "1"}, User: "nobody",
+	spec := sandbox.Spec{CPUs: 2, MemoryMB: 1024, DiskMB: 500, Env: map[string]string{"B": "2", "A": "1"}, User: "nobody",
 		Labels: map[string]string{sandbox.LabelRun: "run/with:bad chars", sandbox.LabelRollout: "task-1#0", "not a key!": "x"}}
-	p := podFor(cfg, spec, "proctor-abc", "img:1", "owner1")
+	p := podFor(cfg, spec, "proctor-abc", "img:1", "owner1", true)
 	c := p.Spec.Containers[0]
 	sc := c.SecurityContext
 
@@ -46,8 +46,18 @@ func TestPodFor(t *testing.T) {
 	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
 		t.Errorf("a spec user runs the container as root (the shell switches): %v", sc.RunAsUser)
 	}
+	if sp := sc.SeccompProfile; sp == nil || sp.Type != corev1.SeccompProfileTypeLocalhost || *sp.LocalhostProfile != DefaultSeccompProfile ||
+		sc.AppArmorProfile == nil || sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined {
+		t.Errorf("an isolated pod's seccomp and AppArmor: %+v %+v", sp, sc.AppArmorProfile)
+	}
 	if p.Spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Error("no seccomp profile")
+		t.Error("no seccomp profile for the pod's other containers")
+	}
+	if d := c.Resources.Limits[corev1.ResourceEphemeralStorage]; d.Value() != 500<<20 {
+		t.Errorf("disk limit: %v", d.String())
+	}
+	if d := c.Resources.Requests[corev1.ResourceEphemeralStorage]; !d.IsZero() {
+		t.Errorf("disk request: %v", d.String())
 	}
 	if c.Env[0].Name != "A" || c.Env[1].Name != "B" {
 		t.Errorf("env not sorted: %v", c.Env)
@@ -68,13 +78,18 @@ func TestPodFor(t *testing.T) {
 		t.Errorf("labels %v, annotations %v", p.Labels, p.Annotations)
 	}
 
-	// Defaults: no user, no deadline given.
-	p = podFor(&Config{}, sandbox.Spec{Network: sandbox.NetworkHost}, "proctor-def", "img:1", "o")
+	// Defaults: no user, no deadline given, no isolation.
+	p = podFor(&Config{NoIsolation: true}, sandbox.Spec{Network: sandbox.NetworkHost}, "proctor-def", "img:1", "o", false)
 	c = p.Spec.Containers[0]
-	if c.SecurityContext.RunAsUser != nil || p.Spec.ActiveDeadlineSeconds != nil || p.Labels[LabelNetwork] != "host" || p.Spec.HostNetwork {
+	sc = c.SecurityContext
+	if sc.RunAsUser != nil || p.Spec.ActiveDeadlineSeconds != nil || p.Labels[LabelNetwork] != "host" || p.Spec.HostNetwork {
 		t.Errorf("defaults: %+v", p)
 	}
-	if c.Resources.Limits.Cpu().MilliValue() != 1000 || c.Resources.Requests.Memory().Value() != 2048<<20 {
+	if slices.Contains(sc.Capabilities.Add, "SYS_ADMIN") || sc.SeccompProfile != nil || sc.AppArmorProfile != nil {
+		t.Errorf("a pod without isolation: %+v", sc)
+	}
+	if c.Resources.Limits.Cpu().MilliValue() != 1000 || c.Resources.Requests.Memory().Value() != 2048<<20 ||
+		c.Resources.Limits.StorageEphemeral().Value() != sandbox.DefaultDiskMB<<20 {
 		t.Errorf("default resources: %+v", c.Resources)
 	}
 }
@@ -111,8 +126,20 @@ func TestParseUser(t *testing.T) {
 	if got := strings.Join((userIDs{uid: 5, gid: 6}).setpriv(), " "); got != "setpriv --reuid=5 --regid=6 --clear-groups --" {
 		t.Errorf("numeric setpriv: %s", got)
 	}
-	if got := strings.Join((userIDs{uid: 5, gid: 6, named: true}).setpriv(), " "); got != "setpriv --reuid=5 --regid=6 --init-groups --" {
-		t.Errorf("named setpriv: %s", got)
+	u, err := parseIDs("5:6:6,27")
+	if err != nil || u.ids() != "5:6:6,27" {
+		t.Fatalf("parseIDs: %+v %v", u, err)
+	}
+	if got := strings.Join(u.setpriv(), " "); got != "setpriv --reuid=5 --regid=6 --groups=6,27 --" {
+		t.Errorf("setpriv with groups: %s", got)
+	}
+	if u, err := parseIDs("0:0:"); err != nil || u.ids() != "0:0:" || len(u.groups) != 0 {
+		t.Errorf("parseIDs without groups: %+v %v", u, err)
+	}
+	for _, bad := range []string{"", "5:6", "a:6:", "5:6:x", "-1:0:", "5:6:7:8"} {
+		if _, err := parseIDs(bad); err == nil {
+			t.Errorf("parseIDs(%q) took it", bad)
+		}
 	}
 }
 

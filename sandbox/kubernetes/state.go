@@ -49,7 +49,10 @@ func checkStart(p *corev1.Pod, image string) (ready bool, unschedulable string, 
 			}
 			if createReasons[w.Reason] {
 				hint := ""
-				if strings.Contains(w.Message, "bash") {
+				switch {
+				case strings.Contains(w.Message, "seccomp profile"):
+					hint = " (the node lacks proctor's seccomp profile for isolated sandboxes: write `proctor sandbox seccomp-profile` into the kubelet's seccomp folder on every node, as docs/kubernetes.md says, or set [sandbox] isolation = false)"
+				case strings.Contains(w.Message, "bash"):
 					hint = " (the image needs bash)"
 				}
 				return false, "", fmt.Errorf("pod %s: container cannot start: %s: %s%s", p.Name, w.Reason, w.Message, hint)
@@ -92,6 +95,17 @@ func gone(p *corev1.Pod) string {
 		why = append(why, "phase "+string(p.Status.Phase))
 	}
 	return strings.Join(why, "; ")
+}
+
+// overDisk reports whether the kubelet evicted the pod for writing more
+// than its ephemeral-storage limit (its writable layer, the sandbox's
+// disk), which the kubelet words as in pkg/kubelet/eviction/helpers.go.
+func overDisk(p *corev1.Pod) bool {
+	if p.Status.Reason != "Evicted" {
+		return false
+	}
+	m := p.Status.Message
+	return strings.Contains(m, "exceeded its local ephemeral storage limit") || strings.Contains(m, "ephemeral local storage usage exceeds the total limit")
 }
 
 // describe is a short account of a pod's progress, for a start that ran
