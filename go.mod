@@ -14,6 +14,7 @@ require (
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/parquet-go/parquet-go v0.32.0
+	github.com/proctor-dev/proctor/sdk v0.1.0
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/tetratelabs/wazero v1.12.0
 	golang.org/x/crypto v0.57.0
@@ -109,3 +110,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The SDK is a module of its own (sdk/go.mod), for plugins outside this
+// repository; the host and the bundled plugins build against this
+// checkout's copy.
+replace github.com/proctor-dev/proctor/sdk => ./sdk

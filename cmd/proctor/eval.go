@@ -32,7 +32,7 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 	if err != nil {
 		return err
 	}
-	opts = append(opts, hostrun.WithDir(out), hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr)),
+	opts = append(opts, hostrun.WithDir(out), hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr)),
 		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration)))
 	r, err := hostrun.Open(c, opts...)
 	if err != nil {

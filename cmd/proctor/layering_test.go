@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ var never = []struct {
 // imports upward (hostRank) and the lines in never hold; each third-party
 // client has one importer.
 func TestLayering(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Deps \" \"}}", module+"/...").CombinedOutput()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Deps \" \"}}", module+"/...", module+"/sdk/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -72,6 +73,28 @@ func TestLayering(t *testing.T) {
 			}
 			checkModuleDep(t, me, own(d))
 		}
+	}
+}
+
+// TestSDKModuleIsStdlibOnly: the SDK is a module of its own that plugins
+// outside this repository require, so it requires nothing: an outside
+// plugin gets the standard library and the SDK, nothing of the host.
+func TestSDKModuleIsStdlibOnly(t *testing.T) {
+	b, err := os.ReadFile("../../sdk/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "require" || f[0] == "replace") {
+			t.Errorf("sdk/go.mod: %s: the SDK must depend on the standard library only", line)
+		}
+	}
+	if _, err := os.Stat("../../sdk/go.sum"); err == nil {
+		t.Error("sdk/go.sum exists: the SDK must depend on the standard library only")
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Replace}}", module+"/sdk").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), module+"/sdk ") || !strings.Contains(string(out), "./sdk") {
+		t.Errorf("the host must build against this checkout's SDK (replace => ./sdk in go.mod): %s %v", out, err)
 	}
 }
 

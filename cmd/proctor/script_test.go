@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -66,6 +68,11 @@ func TestScripts(t *testing.T) {
 				return errors.New("PROCTOR_REQUIRE_KUBERNETES=1 but no Kubernetes cluster answers: run `make k8s-up` and export the KUBECONFIG it prints")
 			}
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
+			// plugin new's scripts build Go modules: the go command needs
+			// its caches (and no network: GOPROXY=off in those scripts).
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
 			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME", "KUBECONFIG"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
@@ -105,3 +112,13 @@ func httpServe(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Defer(func() { srv.Close() })
 	ts.Setenv("SERVER_URL", "http://"+l.Addr().String()+"/")
 }
+
+// goEnv is where the go command keeps its caches and finds its toolchain.
+var goEnv = sync.OnceValue(func() map[string]string {
+	out, err := exec.Command("go", "env", "-json", "GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT").Output()
+	m := map[string]string{}
+	if err == nil {
+		json.Unmarshal(out, &m)
+	}
+	return m
+})

@@ -94,6 +94,10 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 		Network: c.Sandbox.Network,
 		Log:     slog.Default(),
 	}
+	if err := e.CheckConfig(ctx); err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, &fault.Usage{Err: fmt.Errorf("[env.config]: %w", err), Hint: "fix [env.config]; proctor plugin inspect shows the plugin's config schema"}
+	}
 	return e, p, rt, nil
 }
 

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Config is a whole run configuration.
@@ -658,6 +660,14 @@ func (c *Config) validate(data []byte) error {
 	case c.Process.MaxTokens < 0:
 		return bad("process.max_tokens", "must not be negative", "0 means no limit")
 	}
+	if err := checkGrants("env.grants", c.Env.Grants, bad); err != nil {
+		return err
+	}
+	for _, rw := range c.Reward {
+		if err := checkGrants("reward.grants", rw.Grants, bad); err != nil {
+			return err
+		}
+	}
 	names := map[string]bool{}
 	for _, rw := range c.Reward {
 		switch {
@@ -709,6 +719,23 @@ func (c *Config) validateKubernetes(bad func(key, msg, hint string) error, oneOf
 		if err := oneOf("sandbox.kubernetes.tolerations", t.Effect, "", "NoSchedule", "PreferNoSchedule", "NoExecute"); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkGrants refuses a grant that names no host operation, with the
+// closest one and the list of those that exist.
+func checkGrants(key string, grants []string, bad func(key, msg, hint string) error) error {
+	ops := abi.Ops()
+	for _, g := range grants {
+		if slices.Contains(ops, g) {
+			continue
+		}
+		hint := "the host operations are " + strings.Join(ops, ", ")
+		if best := closest(g, ops); best != "" {
+			hint = fmt.Sprintf("did you mean %q? %s", best, hint)
+		}
+		return bad(key, fmt.Sprintf("unknown capability %q", g), hint)
 	}
 	return nil
 }

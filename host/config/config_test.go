@@ -45,6 +45,11 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nregistry='http://r:5000'", "sandbox.kubernetes.registry", "host[:port]"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernets'", "sandbox.backend", `"kubernetes"`},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nseccomp_profile='../../etc/x.json'", "sandbox.kubernetes.seccomp_profile", "relative to that folder"},
+		// An unknown grant is refused, with the closest and every known one
+		// (it used to be kept, and suggested back in the grants hint).
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
@@ -52,9 +53,36 @@ type RepoSource interface {
 	Archive(ctx context.Context, url, commit string) (io.ReadCloser, string, error)
 }
 
+// hostInfo is what host.info answers: base with the contract's versions
+// and this host's features.
+func hostInfo(base abi.HostInfo) abi.HostInfo {
+	base.ABI, base.ABIMinor, base.Features = abi.Version, abi.Minor, wasm.Features()
+	return base
+}
+
+// checkConfig runs config.check on a throwaway instance when the plugin
+// has the hook (ABI v1.1); a plugin without it is not asked.
+func checkConfig(ctx context.Context, p *wasm.Plugin, ops map[string]wasm.Op, log *slog.Logger, config json.RawMessage) error {
+	if !slices.Contains(p.Manifest().Hooks, abi.HookConfig) {
+		return nil
+	}
+	inst, err := p.Instantiate(ctx, wasm.InstanceConfig{Ops: ops, Log: log})
+	if err != nil {
+		return err
+	}
+	defer inst.Close(ctx)
+	return inst.Call(ctx, abi.HookConfig, abi.ConfigRequest{Config: config}, nil)
+}
+
+// CheckConfig asks the plugin whether [env.config] is valid, before any
+// rollout (config.check; nil when the plugin does not have the hook).
+func (e *Plugin) CheckConfig(ctx context.Context) error {
+	return checkConfig(ctx, e.Wasm, e.ops(nil, hostInfo(e.Info), false), e.Log, e.Config)
+}
+
 // Tasks runs tasks.load on a throwaway instance.
 func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, error) {
-	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}, false), Log: e.Log})
+	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, hostInfo(e.Info), false), Log: e.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -90,8 +118,8 @@ func (e *Plugin) NewRollout(ctx context.Context, t scheduler.Task, info schedule
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	r := &pluginRollout{env: e, req: abi.RolloutRequest{Task: at, Config: e.Config, RolloutID: info.RolloutID, Attempt: info.Attempt, Seed: info.Seed}}
-	hi := e.Info
-	hi.ABI, hi.RunID, hi.RolloutID, hi.Seed = abi.Version, info.RunID, info.RolloutID, info.Seed
+	hi := hostInfo(e.Info)
+	hi.RunID, hi.RolloutID, hi.Seed = info.RunID, info.RolloutID, info.Seed
 	log := e.Log
 	if log == nil {
 		log = slog.Default()
@@ -129,16 +157,19 @@ type pluginRollout struct {
 }
 
 // classify tags plugin failures: a hook that failed on its own terms keeps
-// its class (or the phase's), anything else (trap, timeout, bad output) is
-// the plugin's fault.
+// its class when it is one of the contract's (abi.Classes), takes the
+// phase's when it has none, and is the plugin's fault otherwise; anything
+// else (trap, timeout, bad output) is the plugin's fault too.
 func classify(err error) error {
 	var pe *wasm.PluginError
 	if errors.As(err, &pe) {
 		if errors.Is(err, wasm.ErrHookFailed) {
-			if pe.Class != "" {
+			switch {
+			case pe.Class == "":
+				return err
+			case slices.Contains(abi.Classes(), pe.Class):
 				return scheduler.WithClass(pe.Class, err)
 			}
-			return err
 		}
 		return scheduler.WithClass(rundir.ClassPlugin, err)
 	}

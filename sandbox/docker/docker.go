@@ -199,7 +199,6 @@ type Sandbox struct {
 	image   string       // the image's id (sha256:...), what actually ran
 	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
 	sh      *shell.Shell // the plugin's shell
-	hijacks []interface{ Close() error }
 
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
@@ -500,7 +499,6 @@ func (s *Sandbox) attach(ctx context.Context, sp shellSpec) (*shell.Shell, int, 
 		}
 		pw.CloseWithError(err)
 	}()
-	s.hijacks = append(s.hijacks, hj.Conn)
 	out := bufio.NewReaderSize(pr, 64<<10)
 	nsInit := 0
 	if sp.header {

@@ -209,26 +209,49 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		compiled.Close(ctx)
 		return nil, perr(ErrABI, fmt.Errorf("describe says ABI v%d; rebuild the plugin against sdk v%d", p.manifest.ABI, abi.Version))
 	}
-	for _, c := range append(slices.Clone(p.manifest.Capabilities), p.manifest.OptionalCapabilities...) {
+	for _, c := range p.manifest.Capabilities {
 		if !knownOp(c) {
 			compiled.Close(ctx)
-			return nil, perr(ErrBadOutput, fmt.Errorf("declares unknown capability %q", c))
+			return nil, perr(ErrDenied, fmt.Errorf("declares capability %q, which this proctor (ABI v%d.%d) does not have%s", c, abi.Version, abi.Minor, newer(p.manifest)))
+		}
+	}
+	for _, c := range p.manifest.OptionalCapabilities {
+		if !knownOp(c) {
+			// A newer minor's operation: the plugin can do without it,
+			// and its calls are denied (hostCall).
+			r.cfg.Log.Debug("plugin declares an optional capability this host does not have", "plugin", name, "capability", c)
 		}
 	}
 	return p, nil
 }
 
-func knownOp(op string) bool {
-	switch op {
-	case abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpReset, abi.OpDatasetRead, abi.OpHostInfo,
-		abi.OpRepoCheckout, abi.OpModelComplete:
-		return true
+// newer is the hint for a plugin built for a newer minor version.
+func newer(m abi.Manifest) string {
+	if m.ABIMinor > abi.Minor {
+		return fmt.Sprintf(": the plugin was built for v%d.%d, so upgrade proctor, or make it an optional capability of the plugin", abi.Version, m.ABIMinor)
 	}
-	return false
+	return ""
 }
+
+func knownOp(op string) bool { return slices.Contains(abi.Ops(), op) }
+
+// Features is what HostInfo.Features says this host has: every hook it
+// calls and every operation it serves.
+func Features() []string { return append(abi.Hooks(), abi.Ops()...) }
+
+// cShared is the hint for a Go module built as a command instead of a
+// reactor.
+const cShared = "it was built without -buildmode=c-shared: rebuild it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"
 
 func checkABI(m wazero.CompiledModule) error {
 	exports := m.ExportedFunctions()
+	if _, ok := exports["_initialize"]; !ok {
+		if _, cmd := exports["_start"]; cmd {
+			// A Go command: its exports trap with runtime.notInitialized,
+			// since only _start would set the runtime up.
+			return fmt.Errorf("the module is a WASI command (it exports _start, not _initialize): %s", cShared)
+		}
+	}
 	if _, ok := exports[abi.MarkerExport]; !ok {
 		for name := range exports {
 			if v, ok := strings.CutPrefix(name, "proctor_abi_v"); ok {
@@ -456,6 +479,9 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		case st.outErr != nil:
 			return nil, perr(ErrTooLarge, st.outErr)
 		}
+		if strings.Contains(err.Error(), "runtime.notInitialized") {
+			err = fmt.Errorf("%w (%s)", err, cShared)
+		}
 		return nil, perr(ErrTrap, err)
 	}
 	if st.outErr != nil {
@@ -571,8 +597,11 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 	op := string(opb)
 	f, ok := i.ops[op]
 	if !ok {
-		if knownOp(op) {
+		switch {
+		case knownOp(op):
 			return fail(abi.StatusDenied, fmt.Sprintf("%s was not declared by the plugin or not granted by the run", op))
+		case slices.Contains(i.p.manifest.OptionalCapabilities, op):
+			return fail(abi.StatusDenied, fmt.Sprintf("%s is an optional capability this proctor (ABI v%d.%d) does not have", op, abi.Version, abi.Minor))
 		}
 		return fail(abi.StatusUnknown, fmt.Sprintf("unknown operation %q", op))
 	}

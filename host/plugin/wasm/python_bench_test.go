@@ -1,4 +1,4 @@
-package python_test
+package wasm_test
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func plugins(b *testing.B) map[string][]byte {
 
 // BenchmarkCompileCold: loading a plugin with an empty compilation cache
 // (the first load on a machine); MB is the plugin file's size.
-func BenchmarkCompileCold(b *testing.B) {
+func BenchmarkPythonCompileCold(b *testing.B) {
 	ctx := context.Background()
 	for lang, bin := range plugins(b) {
 		b.Run(lang, func(b *testing.B) {
@@ -52,7 +52,7 @@ func BenchmarkCompileCold(b *testing.B) {
 // on-disk cache, in a new runtime (as a new process would). For Python
 // the cache was filled by another plugin on the same runtime: the runtime
 // is compiled once per machine, not once per plugin.
-func BenchmarkLoadCached(b *testing.B) {
+func BenchmarkPythonLoadCached(b *testing.B) {
 	ctx := context.Background()
 	other := buildPlugin(b, "plugins/python/judge/judge.py")
 	for lang, bin := range plugins(b) {
@@ -123,7 +123,7 @@ func scoreOnce(b *testing.B, p *wasm.Plugin, req []byte) {
 // BenchmarkInstance: a fresh instance per rollout and its first hook call.
 // python-noimage is the plugin without its memory image: the interpreter
 // starts and imports the plugin in every instance.
-func BenchmarkInstance(b *testing.B) {
+func BenchmarkPythonInstance(b *testing.B) {
 	req := transcripts(1)[0]
 	all := plugins(b)
 	rt := requireRuntime(b)
@@ -145,7 +145,7 @@ func BenchmarkInstance(b *testing.B) {
 
 // BenchmarkHookRoundTrip: one more hook call on a live instance, with a
 // small transcript.
-func BenchmarkHookRoundTrip(b *testing.B) {
+func BenchmarkPythonHookRoundTrip(b *testing.B) {
 	ctx := context.Background()
 	req := transcripts(1)[0]
 	for lang, bin := range plugins(b) {
@@ -168,7 +168,7 @@ func BenchmarkHookRoundTrip(b *testing.B) {
 
 // BenchmarkScore1000: a reward plugin scoring 1,000 recorded rollouts as a
 // run does, a fresh instance each; the metric is the whole batch's time.
-func BenchmarkScore1000(b *testing.B) {
+func BenchmarkPythonScore1000(b *testing.B) {
 	reqs := transcripts(1000)
 	for lang, bin := range plugins(b) {
 		b.Run(lang, func(b *testing.B) {

@@ -1,4 +1,4 @@
-package python_test
+package wasm_test
 
 import (
 	"archive/zip"
@@ -128,7 +128,7 @@ func TestJudgeMatchesGo(t *testing.T) {
 
 // TestExampleUnderTheRealHost: the Python example environment through
 // every hook, with sandbox operations answered from memory.
-func TestExampleUnderTheRealHost(t *testing.T) {
+func TestPythonExampleUnderTheRealHost(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, wasm.Config{})
 	p := loadPython(t, r, "plugins/python/example")
@@ -198,7 +198,7 @@ func TestExampleUnderTheRealHost(t *testing.T) {
 // bound or recurses fails that hook as the plugin's fault (class plugin),
 // naming the traceback's last frames where Python could write one; the
 // host and a fresh instance go on.
-func TestFailures(t *testing.T) {
+func TestPythonFailures(t *testing.T) {
 	ctx := context.Background()
 	// The loop gets a short deadline, the rest a long one: a slow machine
 	// must not turn an error into a timeout.
@@ -252,7 +252,7 @@ func TestFailures(t *testing.T) {
 
 // TestImportFailureNamesTheLine: a plugin whose import raises cannot be
 // loaded, and the error shows where.
-func TestImportFailureNamesTheLine(t *testing.T) {
+func TestPythonImportFailureNamesTheLine(t *testing.T) {
 	requireRuntime(t)
 	rt, _ := python.LoadRuntime("")
 	b, err := python.Build(rt, filepath.Join(repoRoot(t), "sdk/python/testdata/importfails"), python.Options{})
@@ -271,7 +271,7 @@ func TestImportFailureNamesTheLine(t *testing.T) {
 // TestStdlib: the standard library a plugin expects works in the runtime;
 // the random module differs per rollout seed, and is the same for the same
 // seed; files are the plugin's own, read-only.
-func TestStdlib(t *testing.T) {
+func TestPythonStdlib(t *testing.T) {
 	r := newRuntime(t, wasm.Config{})
 	p := loadPython(t, r, "sdk/python/testdata/stdlib")
 	ops := map[string]wasm.Op{
@@ -322,7 +322,7 @@ func TestStdlib(t *testing.T) {
 // TestNativeHarness runs the Python SDK's and the Python plugins' own
 // tests (proctor.testing) with this machine's python3, which must be 3.10
 // or later.
-func TestNativeHarness(t *testing.T) {
+func TestPythonNativeHarness(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		if os.Getenv("PROCTOR_REQUIRE_PYTHON") == "1" {
@@ -346,7 +346,7 @@ func TestNativeHarness(t *testing.T) {
 
 // TestRuntimeWithoutSDK: a runtime whose files lack the SDK says so at
 // load, with Python's own exception, instead of trapping.
-func TestRuntimeWithoutSDK(t *testing.T) {
+func TestPythonRuntimeWithoutSDK(t *testing.T) {
 	rt := requireRuntime(t)
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -369,7 +369,7 @@ func TestRuntimeWithoutSDK(t *testing.T) {
 
 // TestHostCallAtImport: the plugin is imported at build time, with no
 // rollout; a host call there fails the build with a message that says so.
-func TestHostCallAtImport(t *testing.T) {
+func TestPythonHostCallAtImport(t *testing.T) {
 	rt := requireRuntime(t)
 	b, err := python.Build(rt, filepath.Join(repoRoot(t), "sdk/python/testdata/importcalls"), python.Options{})
 	if err != nil {
@@ -383,7 +383,7 @@ func TestHostCallAtImport(t *testing.T) {
 
 // TestPluginsShareOneCompilation: Python plugins carry the same runtime
 // bytes, so the on-disk cache holds one compiled module for all of them.
-func TestPluginsShareOneCompilation(t *testing.T) {
+func TestPythonPluginsShareOneCompilation(t *testing.T) {
 	cache := t.TempDir()
 	for _, src := range []string{"plugins/python/toolstats/toolstats.py", "plugins/python/judge/judge.py", "plugins/python/example"} {
 		loadPython(t, newRuntime(t, wasm.Config{CacheDir: cache}), src)

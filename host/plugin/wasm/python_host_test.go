@@ -1,4 +1,4 @@
-package python_test
+package wasm_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/proctor-dev/proctor/sdk/python"
 )
 
-// The tests in this file run Python plugins built from source by the test
+// The tests in python_*test.go run Python plugins built from source by the test
 // run, under the real host. They need the runtime (make python-runtime):
 // without it they skip, or fail when PROCTOR_REQUIRE_PYTHON=1 (CI).
 
@@ -36,7 +36,7 @@ func requireRuntime(t testing.TB) *python.Runtime {
 func repoRoot(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 var (
