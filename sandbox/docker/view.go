@@ -55,15 +55,7 @@ func (v view) abs(p string) string {
 // private reports whether a path lies in one of the plugin's private
 // folders, seen from this view.
 func (v view) private(full string) bool {
-	if !v.plugin {
-		return false
-	}
-	for _, d := range v.s.private {
-		if full == d || strings.HasPrefix(full, d+"/") {
-			return true
-		}
-	}
-	return false
+	return v.plugin && shell.InPrivate(v.s.private, full)
 }
 
 // files are the file operations of the plugin's private folders, through

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"path"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -67,15 +66,7 @@ func (v view) user() *userIDs {
 // private reports whether a path lies in one of the plugin's private
 // folders, seen from this view.
 func (v view) private(full string) bool {
-	if !v.plugin {
-		return false
-	}
-	for _, d := range v.s.private {
-		if full == d || strings.HasPrefix(full, d+"/") {
-			return true
-		}
-	}
-	return false
+	return v.plugin && shell.InPrivate(v.s.private, full)
 }
 
 // files are the file operations of the plugin's private folders, through

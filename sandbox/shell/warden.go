@@ -74,6 +74,17 @@ func PrivateDirs(dirs []string) ([]string, error) {
 	return out, nil
 }
 
+// InPrivate reports whether the clean absolute path full lies in one of
+// the private folders dirs (as PrivateDirs cleaned them).
+func InPrivate(dirs []string, full string) bool {
+	for _, d := range dirs {
+		if full == d || strings.HasPrefix(full, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // MaxArchive caps a download that travels through a shell.
 const MaxArchive = 64 << 20
 
