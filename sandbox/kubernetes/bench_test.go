@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -102,12 +101,19 @@ func BenchmarkExecTrue(b *testing.B) {
 }
 
 // BenchmarkStartDelete starts n sandboxes at once (pod created, running,
-// shell ready) and then closes them (pod deleted with grace 0), and
-// reports the median per sandbox of each.
+// shells ready) and then closes them (pod deleted with grace 0), and
+// reports the median per sandbox of each. c1-noisolation is the one shell
+// of a backend that does not isolate: against c1, what isolation adds to a
+// start.
 func BenchmarkStartDelete(b *testing.B) {
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("c%d", n), func(b *testing.B) {
-			be := newBackend(b, Config{})
+	for _, c := range []struct {
+		name string
+		n    int
+		cfg  Config
+	}{{"c1", 1, Config{}}, {"c16", 16, Config{}}, {"c1-noisolation", 1, Config{NoIsolation: true}}} {
+		n := c.n
+		b.Run(c.name, func(b *testing.B) {
+			be := newBackend(b, c.cfg)
 			ctx := context.Background()
 			var starts, deletes []time.Duration
 			var mu sync.Mutex
@@ -228,4 +234,29 @@ func footprint(b *testing.B) (int, float64, float64) {
 		}
 	}
 	return runtime.NumGoroutine(), float64(m.HeapInuse), rss
+}
+
+// BenchmarkSeal is what verification's isolation costs a rollout after the
+// agent's turn: Seal of a sandbox with tb2's private folders (the process
+// count, and fresh tmpfs mounts in the plugin's namespace).
+func BenchmarkSeal(b *testing.B) {
+	be := newBackend(b, Config{})
+	ctx := context.Background()
+	spec := benchSpec()
+	spec.Private = sandboxtest.Private
+	sbi, err := be.Start(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sbi.Close(ctx) })
+	sb := sbi.(*Sandbox)
+	var d []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := sb.Seal(ctx); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	reportMedian(b, "median-ms/op", d)
 }
