@@ -109,54 +109,15 @@ func TestIsolation(t *testing.T) {
 	})
 }
 
-// A shell that may not mount still gets fresh private folders from Seal: a
-// separate exec of the warden as root empties them in the plugin's
-// namespace.
-func TestSealAsUnprivilegedUser(t *testing.T) {
+// The users of an isolated sandbox (sandboxtest.RunUsers): Seal as a user
+// that may not mount (a separate exec of the warden as root empties the
+// private folders in the plugin's namespace), the agent's user apart from
+// the plugin's.
+func TestUsers(t *testing.T) {
 	b := newBackend(t, Config{})
-	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
-	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.Seal(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("a file from before Seal: %v", err)
-	}
-	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "nobody\nnobody\n" {
-		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
-	}
-}
-
-// The agent's commands and files run as AgentUser, the plugin's as User
-// (Harbor's [agent].user beside [verifier].user); after the agent's shell
-// restarts it is still the agent's user.
-func TestAgentUserApartFromPlugin(t *testing.T) {
-	b := newBackend(t, Config{})
-	sb := start(t, b, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
-	ag := sb.Agent()
-	ctx := context.Background()
-	if err := ag.WriteFile(ctx, "/tmp/agent/f", []byte("a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.WriteFile(ctx, "/tmp/plugin/f", []byte("p"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := ag.Exec(ctx, "id -un; stat -c %U /tmp/agent/f /tmp/plugin/f", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "nobody\nnobody\nroot\n" {
-		t.Fatalf("agent side: %+v %v", r, err)
-	}
-	if r := exec(t, sb, "id -un"); r.Stdout != "root\n" {
-		t.Fatalf("plugin side: %+v", r)
-	}
-	ag.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
-	r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
-	if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
-		t.Fatalf("after a restart: %+v %v", r, err)
-	}
+	sandboxtest.RunUsers(t, func(t *testing.T, spec sandbox.Spec) sandbox.Isolated {
+		return start(t, b, spec)
+	})
 }
 
 // What the agent writes is held to the sandbox's disk limit: the pod's
