@@ -23,6 +23,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/term"
 	"github.com/proctor-dev/proctor/sdk"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -96,6 +97,7 @@ type cli struct {
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
+	Serve   serveCmd   `cmd:"" help:"Serve scored groups to an RL trainer live, as an environment of Atropos' rollout API."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
 	Export  exportCmd  `cmd:"" help:"Write a run's rollouts as training data: Atropos groups, SFT chat JSONL or ATIF."`
@@ -154,7 +156,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 	// Commands that run rollouts say what a Ctrl-C does to them.
 	note := "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)"
-	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") {
+	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") && !strings.HasPrefix(cmd, "serve") {
 		note = "proctor: interrupted: stopping (Ctrl-C again to exit at once)"
 	}
 	ctx, stop := interruptContext(stderr, note)
@@ -216,12 +218,13 @@ func exitCode(err error) int {
 }
 
 // printError writes the age-style message: "proctor: error: ..." and, when
-// the error carries one, "proctor: hint: ...".
+// the error carries one, "proctor: hint: ...", with what plugins and
+// datasets wrote in it made safe for a terminal.
 func printError(w io.Writer, err error) {
 	msg := strings.TrimSpace(err.Error())
-	fmt.Fprintf(w, "proctor: error: %s\n", msg)
+	fmt.Fprintf(w, "proctor: error: %s\n", term.Text(msg))
 	if hint := fault.Hint(err); hint != "" {
-		fmt.Fprintf(w, "proctor: hint: %s\n", hint)
+		fmt.Fprintf(w, "proctor: hint: %s\n", term.Text(hint))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin/oci"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/term"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -190,16 +191,16 @@ func (i inspectCmd) Run(g *globals) error {
 	}
 	m := p.Manifest()
 	fmt.Fprintf(g.stdout, "name          %s\nversion       %s\nsource        %s\nsha256        %s\nabi           v%d.%d\n",
-		m.Name, m.Version, p.Source, p.SHA256(), m.ABI, m.ABIMinor)
+		term.Line(m.Name), term.Line(m.Version), p.Source, p.SHA256(), m.ABI, m.ABIMinor)
 	if m.SDK != "" {
-		fmt.Fprintf(g.stdout, "sdk           %s\n", m.SDK)
+		fmt.Fprintf(g.stdout, "sdk           %s\n", term.Line(m.SDK))
 	}
-	fmt.Fprintf(g.stdout, "hooks         %s\ncapabilities  %s\n", strings.Join(m.Hooks, ", "), strings.Join(m.Capabilities, ", "))
+	fmt.Fprintf(g.stdout, "hooks         %s\ncapabilities  %s\n", term.Line(strings.Join(m.Hooks, ", ")), term.Line(strings.Join(m.Capabilities, ", ")))
 	if len(m.OptionalCapabilities) > 0 {
-		fmt.Fprintf(g.stdout, "optional      %s (used only when granted)\n", strings.Join(m.OptionalCapabilities, ", "))
+		fmt.Fprintf(g.stdout, "optional      %s (used only when granted)\n", term.Line(strings.Join(m.OptionalCapabilities, ", ")))
 	}
 	if m.Description != "" {
-		fmt.Fprintf(g.stdout, "description   %s\n", m.Description)
+		fmt.Fprintf(g.stdout, "description   %s\n", term.Line(m.Description))
 	}
 	if len(m.ConfigSchema) > 0 {
 		var v any
@@ -285,7 +286,7 @@ func (ch checkCmd) Run(g *globals) error {
 			return noRewardTable(ch.Plugin, ch.Config)
 		}
 		m := rp.Manifest()
-		fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d.%d, sha256 %.12s)\n", m.Name, m.Version, m.ABI, m.ABIMinor, rp.SHA256())
+		fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d.%d, sha256 %.12s)\n", term.Line(m.Name), term.Line(m.Version), m.ABI, m.ABIMinor, rp.SHA256())
 		return checkReward(ctx, g, c, i, rp)
 	}
 	env, p, rt, err := environment(ctx, c)
@@ -294,14 +295,14 @@ func (ch checkCmd) Run(g *globals) error {
 	}
 	defer rt.Close(ctx)
 	m := p.Manifest()
-	fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d.%d, sha256 %.12s)\n", m.Name, m.Version, m.ABI, m.ABIMinor, p.SHA256())
+	fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d.%d, sha256 %.12s)\n", term.Line(m.Name), term.Line(m.Version), m.ABI, m.ABIMinor, p.SHA256())
 	tasks, skipped, err := env.Tasks(ctx)
 	if err != nil {
 		return &fault.Usage{Err: fmt.Errorf("tasks.load: %w", err)}
 	}
 	fmt.Fprintf(g.stdout, "ok   tasks.load: %d tasks, %d skipped\n", len(tasks), len(skipped))
 	for _, s := range skipped {
-		fmt.Fprintf(g.stdout, "     skipped %s: %s\n", s.ID, s.Reason)
+		fmt.Fprintf(g.stdout, "     skipped %s: %s\n", term.Line(s.ID), term.Line(s.Reason))
 	}
 	if len(tasks) > 0 {
 		ro, err := env.NewRollout(ctx, tasks[0], scheduler.RolloutInfo{RolloutID: scheduler.RolloutID(tasks[0].ID, 0)})
@@ -317,7 +318,7 @@ func (ch checkCmd) Run(g *globals) error {
 		if what == "" || spec.ForceBuild {
 			what = fmt.Sprintf("build context of %d bytes", len(spec.BuildContext))
 		}
-		fmt.Fprintf(g.stdout, "ok   rollout.sandbox for %s: %s, workdir %q\n", tasks[0].ID, what, spec.Workdir)
+		fmt.Fprintf(g.stdout, "ok   rollout.sandbox for %s: %s, workdir %q\n", term.Line(tasks[0].ID), term.Line(what), spec.Workdir)
 	}
 	return nil
 }

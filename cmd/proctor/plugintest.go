@@ -322,7 +322,7 @@ func (tc testCmd) recorded(c *config.Config) ([]scheduler.ScoreInput, error) {
 		if rec.Transcript == "" || rec.Outcome == rundir.OutcomeInfraError {
 			continue
 		}
-		tr, err := os.ReadFile(filepath.Join(tc.RunDir, rec.Transcript))
+		tr, err := rundir.ReadTranscript(tc.RunDir, rec.Transcript)
 		if err != nil {
 			return nil, &fault.Usage{Err: fmt.Errorf("rollout %s: %w", rec.RolloutID, err)}
 		}

@@ -53,6 +53,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("JUDGE_WASM", wasmtest.Build(t, "./plugins/judge"))
 			env.Setenv("LOUD_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/loud"))
 			env.Setenv("MAYBEJUDGE_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/maybejudge"))
+			env.Setenv("HOSTILE_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/hostile"))
 			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
 				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
 			}

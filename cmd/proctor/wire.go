@@ -84,11 +84,11 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 		rt.Close(ctx)
 		return nil, nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
 	}
-	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
+	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf")), Named: c.Named()}
 	e := &env.Plugin{
 		Wasm:    p.Plugin,
 		Config:  c.PluginConfig(),
-		Dataset: ds.Read,
+		Dataset: namedDatasets(ds, c.Env.Plugin),
 		Repos:   repocache.New(filepath.Join(cacheDir(), "repos")),
 		Info:    abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
 		Network: c.Sandbox.Network,
@@ -99,6 +99,20 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 		return nil, nil, nil, &fault.Usage{Err: fmt.Errorf("[env.config]: %w", err), Hint: "fix [env.config]; proctor plugin inspect shows the plugin's config schema"}
 	}
 	return e, p, rt, nil
+}
+
+// namedDatasets serves dataset.read from ds, which serves only what the
+// config names. A refusal is the plugin's denied operation, and the user
+// hears of it even when the plugin swallows the error.
+func namedDatasets(ds *dataset.Reader, plugin string) func(context.Context, abi.DatasetRequest) (abi.DatasetResponse, error) {
+	return func(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error) {
+		resp, err := ds.Read(ctx, req)
+		if de := (*dataset.DeniedError)(nil); errors.As(err, &de) {
+			slog.Warn("a plugin asked for a dataset the config does not name: refused", "plugin", plugin, "source", req.Source)
+			return resp, &wasm.OpError{Status: abi.StatusDenied, Err: err}
+		}
+		return resp, err
+	}
 }
 
 // wire builds the parts of a run of c: the sandbox backend, the

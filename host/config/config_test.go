@@ -45,6 +45,12 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nregistry='http://r:5000'", "sandbox.kubernetes.registry", "host[:port]"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernets'", "sandbox.backend", `"kubernetes"`},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nseccomp_profile='../../etc/x.json'", "sandbox.kubernetes.seccomp_profile", "relative to that folder"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\napi='localhost:8000'", "x.toml:6: serve.api", "http://localhost:8000"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\neval_handling='STOP_TRIAN'", "serve.eval_handling", `"STOP_TRAIN"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\non_interrupt='finsh'", "serve.on_interrupt", `"finish"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nweight=0.0", "serve.weight: must be above 0", "divides"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nmin_batch_allocation=1.5", "serve.min_batch_allocation", "fraction"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve.eval]\natempts=2", "serve.eval.atempts: unknown key", `"serve.eval.attempts"`},
 		// An unknown grant is refused, with the closest and every known one
 		// (it used to be kept, and suggested back in the grants hint).
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
@@ -86,6 +92,27 @@ func TestSetOverrides(t *testing.T) {
 	res, _ := c.Resolved()
 	if !strings.Contains(string(res), "max_turns = 7") {
 		t.Fatalf("resolved:\n%s", res)
+	}
+}
+
+// TestServeDefaults: [serve] takes Atropos' defaults, its name from the
+// run, and [serve.eval] config lies over [env.config] key by key.
+func TestServeDefaults(t *testing.T) {
+	c, err := Parse([]byte("[run]\nconcurrency = 16\n[agent]\nkind='nop'\n[env]\nplugin='x'\n[env.config]\ndataset='d'\nsplit='train'\n[process]\ngroup_size = 4\nmax_tokens = 4096\n[serve]\neval_handling='limit_train'\n[serve.eval.config]\nsplit='test'\n"), "/tmp/rl.toml", []string{"serve.api=http://127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Serve
+	if s.API != "http://127.0.0.1:9000" || s.Name != "rl" || *s.Weight != 1 || s.MaxBatchesOffpolicy != 3 || s.MaxGroups != 4 ||
+		s.MaxTokenLength != 4096 || s.EvalHandling != EvalLimitTrain || s.EvalLimitRatio != 0.5 || s.OnInterrupt != "drop" ||
+		s.Eval.Attempts != 1 || s.Eval.Concurrency != 16 || s.MinBatchAllocation != nil {
+		t.Fatalf("serve defaults: %+v", s)
+	}
+	if got := string(c.EvalConfig()); got != `{"dataset":"d","split":"test"}` {
+		t.Errorf("eval config %s", got)
+	}
+	if got := string(c.PluginConfig()); got != `{"dataset":"d","split":"train"}` {
+		t.Errorf("the eval's config leaked into env.config: %s", got)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
@@ -287,10 +289,29 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 	if err != nil {
 		return scheduler.Verdict{}, err
 	}
+	if err := checkReward(v.Reward, v.Scores); err != nil {
+		return scheduler.Verdict{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin %s hook %s: %w", r.env.Wasm.Name(), abi.HookVerify, err))
+	}
 	return verdict(v), nil
 }
 
+// Bounds on the text of a verdict, which every record of the run keeps (in
+// results.jsonl and in memory): a verifier's output is what the tests
+// printed, and the agent decides much of that.
+const (
+	maxVerdictOutput = 1 << 20  // the verifier's output: its tail is kept
+	maxTestMessage   = 16 << 10 // one test's message: its head is kept
+)
+
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
+	if n := len(v.Output); n > maxVerdictOutput {
+		v.Output = fmt.Sprintf("proctor: the verifier's output was %d bytes; its last %d follow\n", n, maxVerdictOutput) + strings.ToValidUTF8(v.Output[n-maxVerdictOutput:], "")
+	}
+	for i := range v.Tests {
+		if m := v.Tests[i].Message; len(m) > maxTestMessage {
+			v.Tests[i].Message = strings.ToValidUTF8(m[:maxTestMessage], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(m)-maxTestMessage)
+		}
+	}
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
 		Log: capLog(v.Log), RewardSource: v.RewardSource}
 }
@@ -307,6 +328,27 @@ func capLog(s string) string {
 	}
 	return s[:maxLog] + "\n[proctor: the plugin sent more than the ABI's limit; the rest is cut]\n"
 }
+
+// MaxReward bounds what a plugin may give as a reward or a named score:
+// finite, and within ±MaxReward. Far more than any reward scale needs, it
+// keeps every sum of a run (weights, means over rollouts) finite.
+const MaxReward = 1e6
+
+// checkReward refuses a reward or a named score outside ±MaxReward, saying
+// which and what it was.
+func checkReward(reward float64, scores map[string]float64) error {
+	if !inRange(reward) {
+		return fmt.Errorf("reward %g is outside the range a reward may take, finite and within ±%g", reward, float64(MaxReward))
+	}
+	for _, k := range slices.Sorted(maps.Keys(scores)) {
+		if !inRange(scores[k]) {
+			return fmt.Errorf("score %q is %g, outside the range a score may take, finite and within ±%g", k, scores[k], float64(MaxReward))
+		}
+	}
+	return nil
+}
+
+func inRange(x float64) bool { return x >= -MaxReward && x <= MaxReward } // false for NaN
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
 	err := r.call(ctx, abi.HookTeardown, r.req, nil)

@@ -47,7 +47,11 @@ func (p *Reward) Score(ctx context.Context, in scheduler.ScoreInput) rundir.Rewa
 		rs.Error = err.Error()
 		return rs
 	}
-	if !finite(resp.Reward) || !finite(resp.Reward*p.Weight) {
+	if err := checkReward(resp.Reward, resp.Scores); err != nil {
+		rs.Error = fmt.Sprintf("reward plugin %s hook %s: %v", p.Name, abi.HookReward, err)
+		return rs
+	}
+	if !finite(resp.Reward * p.Weight) {
 		rs.Error = fmt.Sprintf("reward plugin %s returned reward %g, which times its weight %g is not a finite number", p.Name, resp.Reward, p.Weight)
 		return rs
 	}

@@ -73,13 +73,22 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	if g != nil {
 		runner.OnRecord = g.add
 	}
-	st, runErr := runner.Run(runCtx, tasks)
+	var st scheduler.Stats
+	var runErr error
+	if r.driver != nil {
+		st, runErr = r.driver.Drive(runCtx, runner, tasks)
+	} else {
+		st, runErr = runner.Run(runCtx, tasks)
+	}
 	sum, err := r.finish(st, g)
 	if runErr == nil {
 		runErr = err
 	}
 	res := &Result{RunID: r.man.RunID, Dir: r.dir, Stats: st, Summary: sum}
-	if runErr != nil {
+	switch {
+	case runErr != nil && fault.Hint(runErr) != "":
+		return res, runErr // a driver's fault that says what to do
+	case runErr != nil:
 		return res, &fault.Infra{Err: runErr, Hint: "results so far are in " + r.dir + "; fix the cause and run the same command again to resume"}
 	}
 	return res, nil
@@ -137,6 +146,7 @@ func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 			r.notify(Notice{"warning", fmt.Sprintf("task %s is broken, its rollouts will be infra errors: %s", t.ID, t.Broken)})
 		}
 	}
+	r.started = true
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		return &fault.Infra{Err: err}
 	}
@@ -234,6 +244,9 @@ func (r *Run) finish(st scheduler.Stats, g *grouper) (report.Summary, error) {
 		if err == nil {
 			err = gerr
 		}
+	}
+	if r.driver != nil {
+		r.driver.Account(&r.man)
 	}
 	rundir.WriteManifest(r.dir, r.man)
 	// After the manifest, so the page knows whether the run finished.

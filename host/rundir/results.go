@@ -168,7 +168,7 @@ func (s *Store) load(r io.Reader) (int64, error) {
 		trimmed := bytes.TrimSpace(line)
 		if len(trimmed) > 0 {
 			var rec Record
-			if err := json.Unmarshal(trimmed, &rec); err != nil || rec.TaskID == "" {
+			if err := decodeRecord(trimmed, &rec); err != nil || rec.TaskID == "" {
 				if _, perr := br.Peek(1); perr == io.EOF {
 					return off, nil // torn last line that happened to end in \n
 				}
@@ -224,6 +224,9 @@ var ErrDuplicate = errors.New("rollout already recorded")
 // Append writes rec as one line and fsyncs it. On a failed write (a full
 // disk) the file is cut back so no partial line stays behind.
 func (s *Store) Append(rec Record) error {
+	// A number that is not finite is made so first: JSON has none, and the
+	// record must not be lost for it.
+	rec = rec.finiteCopy()
 	b, err := jsonLine(rec)
 	if err != nil {
 		return err

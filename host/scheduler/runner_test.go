@@ -241,6 +241,23 @@ func TestRunnerStopsAtFirstRecordError(t *testing.T) {
 	}
 }
 
+// TestRunnerCancelsRunningAtRecordError: when a record cannot be stored,
+// the rollouts still running are cancelled at once, not left to run to
+// their end for work the run then throws away: the slow one here would
+// wait out its 30 s agent timeout and be counted.
+func TestRunnerCancelsRunningAtRecordError(t *testing.T) {
+	tasks := []scheduler.Task{{ID: "slow", AgentTimeout: 30 * time.Second}, {ID: "fast"}}
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Concurrency: 2})
+	r.Store.Close() // every append fails from here on
+	st, err := r.Run(context.Background(), tasks)
+	if err == nil || !strings.Contains(err.Error(), "record rollout fast#0") {
+		t.Fatalf("Run: %v, want the record error of fast#0", err)
+	}
+	if st.Finished != 1 || st.Outcomes[rundir.OutcomeAgentTimeout] != 0 || st.Interrupted {
+		t.Errorf("stats %+v: want only fast#0 finished, slow#0 cancelled when its record failed", st)
+	}
+}
+
 // TestRunnerRefusesImpossibleConfig: the Runner has no defaults of its
 // own (config fills them in); a Concurrency or Attempts below 1 is an
 // error, not a run that does nothing.
@@ -291,7 +308,7 @@ func TestRunnerKeepsVerifierLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := r.Store.Records()[0]
-	if rec.VerifierLog != "verifier/a_b.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
+	if rec.VerifierLog != "verifier/a%2Fb.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
 		t.Fatalf("%+v", rec)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, rec.VerifierLog)); err != nil || string(b) != "the whole log\n" {

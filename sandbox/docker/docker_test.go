@@ -379,3 +379,129 @@ func TestBuildNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelAsUnprivilegedUser: a cancelled call of the agent's kills its
+// command when the sandbox runs as another user than root too, and the
+// shell answers the next call (the kill used to miss the command, the
+// shell then waited for it and was declared gone).
+func TestCancelAsUnprivilegedUser(t *testing.T) {
+	b := newBackend(t)
+	sb := start(t, b, sandbox.Spec{User: "nobody", Private: sandboxtest.Private})
+	for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		r, err := v.Exec(ctx, "sleep 60", sandbox.ExecOptions{})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
+			t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
+		}
+		if r, err := v.Exec(context.Background(), "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
+			t.Errorf("after the cancel: %+v %v", r, err)
+		}
+	}
+}
+
+// awaitWaiters returns once n callers wait for the one build b runs.
+func awaitWaiters(b *Backend, n int) {
+	for {
+		b.mu.Lock()
+		ok := false
+		for _, bd := range b.builds {
+			ok = bd.waiters == n
+		}
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sleepyBuild is the spec of an image whose build sleeps that long, new to
+// the engine's cache.
+func sleepyBuild(t *testing.T, sleep string) sandbox.Spec {
+	return sandbox.Spec{BuildContext: buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep "+sleep+" && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")}
+}
+
+// removeBuilt removes the image a test built from ctxTar (its own, by the
+// content-hash tag), so test runs do not pile images up.
+func removeBuilt(t *testing.T, image string) {
+	t.Cleanup(func() {
+		if image != "" {
+			exec.Command("docker", "rmi", "-f", image).Run()
+		}
+	})
+}
+
+// TestSharedBuildOutlivesFirstCaller: a build two starts share runs on
+// until the last of them gives up: the first caller's cancellation (its
+// rollout interrupted, its start timeout) no longer fails the second.
+func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
+	b := newBackend(t)
+	spec := sleepyBuild(t, "2")
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := b.buildOnce(first, spec)
+		firstErr <- err
+	}()
+	second := make(chan error, 1)
+	var image string
+	go func() {
+		awaitWaiters(b, 1)
+		var err error
+		image, err = b.buildOnce(context.Background(), spec)
+		second <- err
+	}()
+	awaitWaiters(b, 2)
+	cancelFirst()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: %v, want its own cancellation", err)
+	}
+	err := <-second
+	removeBuilt(t, image)
+	if err != nil {
+		t.Fatalf("second caller: %v, want the shared build to finish", err)
+	}
+	if ok, err := b.imagePresent(context.Background(), image); !ok || err != nil {
+		t.Fatalf("image %s present %v: %v", image, ok, err)
+	}
+}
+
+// TestSharedBuildEndsWithLastCaller: once every caller waiting for a build
+// has given up, the build is cancelled, and a later caller starts anew.
+func TestSharedBuildEndsWithLastCaller(t *testing.T) {
+	b := newBackend(t)
+	spec := sleepyBuild(t, "60")
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := b.buildOnce(ctx, spec)
+			errs <- err
+		}()
+	}
+	awaitWaiters(b, 2)
+	b.mu.Lock()
+	var bd *buildJob
+	for _, j := range b.builds {
+		bd = j
+	}
+	b.mu.Unlock()
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Errorf("caller: %v, want its cancellation", err)
+		}
+	}
+	<-bd.done // the build itself ends, well before its 60 s sleep
+	if bd.err == nil {
+		removeBuilt(t, bd.image)
+		t.Fatalf("the build ran to its end with no one waiting: %s", bd.image)
+	}
+	b.mu.Lock()
+	n := len(b.builds)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d builds still listed, want none: a later caller must start anew", n)
+	}
+}

@@ -32,7 +32,7 @@ func (b *Backend) BuildPush(ctx context.Context, spec sandbox.Spec, reg string) 
 		return "", err
 	}
 	ref := strings.TrimSuffix(reg, "/") + "/" + tag
-	return b.once(ctx, "push\x00"+ref, func() (string, error) { return b.push(ctx, tag, ref) })
+	return b.once(ctx, "push\x00"+ref, func(ctx context.Context) (string, error) { return b.push(ctx, tag, ref) })
 }
 
 func (b *Backend) push(ctx context.Context, tag, ref string) (string, error) {

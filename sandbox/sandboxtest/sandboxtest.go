@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,6 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
-	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 // BaseImage is the local test image (built by scripts/base-image.sh).
@@ -424,15 +424,15 @@ func (s *suite) close(t *testing.T) {
 	}
 }
 
-// EnsureWarden makes the in-sandbox warden available to a test binary: the
-// one embedded by `make warden`, or else one built from source now into
-// the temp folder (named by PROCTOR_WARDEN for the rest of the process and
-// its children). Call it from TestMain.
+// EnsureWarden makes the in-sandbox warden available to a test binary:
+// one built from source now (named by PROCTOR_WARDEN for the rest of the
+// process and its children), never one `make warden` embedded earlier,
+// which may be older than the code under test. The build lands in the temp
+// folder under its own hash, so test binaries of other checkouts on the
+// machine, building other wardens at the same time, never swap it. Call
+// it from TestMain.
 func EnsureWarden() error {
 	if os.Getenv("PROCTOR_WARDEN") != "" {
-		return nil
-	}
-	if _, err := shell.Warden(runtime.GOARCH); err == nil {
 		return nil
 	}
 	dir := filepath.Join(os.TempDir(), "proctor-test-warden")
@@ -450,8 +450,13 @@ func EnsureWarden() error {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the warden: %v\n%s", err, b)
 	}
+	b, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	out := filepath.Join(dir, fmt.Sprintf("warden-%s-%x", runtime.GOARCH, sum[:8]))
 	// A rename keeps a warden that another test binary is copying intact.
-	out := filepath.Join(dir, "warden-"+runtime.GOARCH)
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return err
 	}

@@ -352,7 +352,8 @@ type TestResult struct {
 // output, for humans; Log is its whole output, at most MaxVerifyLog bytes
 // (a longer one keeps its head and tail around a line that says what was
 // cut), which the host keeps in the run directory. RewardSource names
-// where the reward came from (a file, say).
+// where the reward came from (a file, say). Reward and every score are
+// finite and within ±1e6; the host refuses a verdict outside that.
 type VerifyResponse struct {
 	Reward       float64            `json:"reward"`
 	Passed       bool               `json:"passed"`
@@ -395,7 +396,8 @@ type RewardRequest struct {
 }
 
 // RewardResponse is a reward plugin's verdict: Reward is its score (what
-// the run weighs and adds up), Scores any named details.
+// the run weighs and adds up), Scores any named details; all finite and
+// within ±1e6, as in VerifyResponse.
 type RewardResponse struct {
 	Reward float64            `json:"reward"`
 	Scores map[string]float64 `json:"scores,omitempty"`

@@ -94,6 +94,10 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MemoryLimitMiB <= 0 {
 		cfg.MemoryLimitMiB = 256
 	}
+	if cfg.MemoryLimitMiB > 4096 {
+		// wazero panics past 65,536 pages: wasm32 addresses 4 GiB.
+		return nil, fmt.Errorf("plugin memory limit %d MiB is over 4096 MiB, all a 32-bit WebAssembly module can address", cfg.MemoryLimitMiB)
+	}
 	if cfg.HookTimeout <= 0 {
 		cfg.HookTimeout = 2 * time.Minute
 	}
