@@ -380,26 +380,6 @@ func TestBuildNetwork(t *testing.T) {
 	}
 }
 
-// TestCancelAsUnprivilegedUser: a cancelled call of the agent's kills its
-// command when the sandbox runs as another user than root too, and the
-// shell answers the next call (the kill used to miss the command, the
-// shell then waited for it and was declared gone).
-func TestCancelAsUnprivilegedUser(t *testing.T) {
-	b := newBackend(t)
-	sb := start(t, b, sandbox.Spec{User: "nobody", Private: sandboxtest.Private})
-	for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		r, err := v.Exec(ctx, "sleep 60", sandbox.ExecOptions{})
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
-			t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
-		}
-		if r, err := v.Exec(context.Background(), "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
-			t.Errorf("after the cancel: %+v %v", r, err)
-		}
-	}
-}
-
 // awaitWaiters returns once n callers wait for the one build b runs.
 func awaitWaiters(b *Backend, n int) {
 	for {

@@ -171,7 +171,9 @@ print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
 // fresh private folders from Seal, owned by its user. AgentUserApart: the
 // agent's commands and files run as AgentUser, the plugin's as User
 // (Harbor's [agent].user beside [verifier].user), also after the agent's
-// shell restarts.
+// shell restarts. CancelAsUnprivilegedUser: a cancelled call kills its
+// command, in either shell, when the sandbox runs as another user than
+// root, and the shell answers the next call.
 func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.Isolated) {
 	ctx := context.Background()
 	t.Run("SealAsUnprivilegedUser", func(t *testing.T) {
@@ -211,6 +213,20 @@ func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.
 		r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
 		if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
 			t.Fatalf("after a restart: %+v %v", r, err)
+		}
+	})
+	t.Run("CancelAsUnprivilegedUser", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{User: "nobody", Private: Private})
+		for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			r, err := v.Exec(cctx, "sleep 60", sandbox.ExecOptions{})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
+				t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
+			}
+			if r, err := v.Exec(ctx, "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
+				t.Errorf("after the cancel: %+v %v", r, err)
+			}
 		}
 	})
 }
