@@ -14,7 +14,7 @@ const module = "github.com/proctor-dev/proctor"
 // package's test helpers (NAME/NAMEtest) sit just above it.
 var hostRank = map[string]int{
 	"host/fault": 0, "host/config": 0, "host/dataset": 0, "host/repocache": 0,
-	"host/plugin/wasm": 0, "host/plugin/oci": 0, "host/plugin/bundled": 0, "host/serve/atropos": 0,
+	"host/plugin/wasm": 0, "host/plugin/oci": 0, "host/plugin/bundled": 0, "host/serve/atropos": 0, "host/term": 0,
 	"host/plugin": 1, "host/rundir": 1,
 	"host/rundir/report": 2, "host/rundir/export": 2,
 	"host/scheduler": 3,
