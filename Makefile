@@ -11,10 +11,10 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python
+.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 plugins: ## build the bundled plugins to wasm (embedded by build)
 	@mkdir -p $(BUNDLED)
@@ -58,6 +58,15 @@ fixture-images: base-image ## build the test fixtures' images (offline, from the
 
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
+
+k8s-build: ## build the local Kubernetes cluster's binaries into the cache, once per version
+	@bash scripts/k8s.sh build
+
+k8s-up: base-image ## start a local single-node Kubernetes cluster (as root; see docs/kubernetes.md)
+	@bash scripts/k8s.sh up
+
+k8s-down: ## stop the local Kubernetes cluster, leaving nothing running or mounted
+	@bash scripts/k8s.sh down
 
 test: fixture-images plugins warden test-tools python-runtime ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...

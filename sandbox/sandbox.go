@@ -140,6 +140,25 @@ func AgentView(sb Sandbox) Sandbox {
 	return sb
 }
 
+// Capabilities are what a sandbox keeps after dropping all, on every
+// backend that isolates. Tasks run apt-get, create users and start services
+// as root, so root must still own and chown files (CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID), switch users (SETUID, SETGID, SETPCAP for dropping
+// capabilities when it does), signal its own processes (KILL, also how
+// timeouts kill a command's group), bind low ports for services
+// (NET_BIND_SERVICE), chroot for package scripts (SYS_CHROOT) and create
+// device-less special files such as fifos (MKNOD). Left out of the
+// runtimes' default set: NET_RAW (raw sockets) and AUDIT_WRITE.
+var Capabilities = []string{
+	"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
+}
+
+// CapWarden is the capability an isolated sandbox adds for the warden
+// (sandbox/warden), which builds the agent's namespaces with it and drops
+// it for good before the agent's shell starts.
+const CapWarden = "SYS_ADMIN"
+
 // Label keys the runner and `proctor sandbox prune` agree on.
 const (
 	LabelRun     = "proctor.run"

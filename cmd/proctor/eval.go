@@ -194,16 +194,24 @@ func readRun(g *globals, dir, command string, note bool) (release func(), err er
 }
 
 type sandboxCmd struct {
-	Prune pruneCmd `cmd:"" help:"Remove sandboxes left by killed runs."`
+	Prune          pruneCmd   `cmd:"" help:"Remove sandboxes left by killed runs."`
+	SeccompProfile seccompCmd `cmd:"" name:"seccomp-profile" help:"Print the seccomp profile of isolated sandboxes, for Kubernetes nodes (docs/kubernetes.md)."`
 }
 
 type pruneCmd struct {
-	RunID string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	RunID  string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	Config string `help:"A run config: prune in the sandbox backend it names (a Kubernetes namespace, say) instead of the local Docker engine." type:"existingfile"`
 }
 
 func (p pruneCmd) Run(g *globals) error {
 	c := &config.Config{}
 	c.Sandbox.Backend = "docker"
+	if p.Config != "" {
+		var err error
+		if c, err = loadConfig(p.Config, nil); err != nil {
+			return err
+		}
+	}
 	_, prune, err := backend(g.ctx, c)
 	if err != nil {
 		return err

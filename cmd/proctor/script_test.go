@@ -14,6 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/python"
@@ -60,13 +61,20 @@ func TestScripts(t *testing.T) {
 				return fmt.Errorf("PROCTOR_REQUIRE_PYTHON=1 but %v: run `make python-runtime`", pyErr)
 			}
 			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
+			if kubernetesAvailable() {
+				// Images built from a task's context go to a loopback
+				// registry the cluster pulls from over plain HTTP.
+				env.Setenv("K8S_REGISTRY", ocitest.Start(t).Addr+"/proctor")
+			} else if os.Getenv("PROCTOR_REQUIRE_KUBERNETES") == "1" {
+				return errors.New("PROCTOR_REQUIRE_KUBERNETES=1 but no Kubernetes cluster answers: run `make k8s-up` and export the KUBECONFIG it prints")
+			}
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
 			// plugin new's scripts build Go modules: the go command needs
 			// its caches (and no network: GOPROXY=off in those scripts).
 			for k, v := range goEnv() {
 				env.Setenv(k, v)
 			}
-			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
+			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME", "KUBECONFIG"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
 				}
@@ -83,6 +91,8 @@ func TestScripts(t *testing.T) {
 				// The engine has a default bridge network (this
 				// machine's runs with --bridge=none).
 				return exec.Command("docker", "network", "inspect", "bridge").Run() == nil, nil
+			case "kubernetes":
+				return kubernetesAvailable(), nil
 			}
 			return false, nil
 		},

@@ -158,6 +158,12 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 	switch c.Sandbox.Backend {
 	case "local":
 		return local.Backend{}, local.Backend{}.Prune, nil
+	case "kubernetes":
+		b, err := kubernetesBackend(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Prune, nil
 	default:
 		b, err := docker.New(docker.WithIsolation(c.Sandbox.Isolated()))
 		if err == nil {

@@ -230,6 +230,38 @@ type Sandbox struct {
 	// refuse the capability, and then tasks with private verifier folders
 	// cannot run.
 	Isolation *bool `toml:"isolation" json:"isolation,omitempty"`
+	// Kubernetes is [sandbox.kubernetes], for backend = "kubernetes".
+	Kubernetes *Kubernetes `toml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
+}
+
+// Kubernetes is the [sandbox.kubernetes] section (docs/kubernetes.md).
+type Kubernetes struct {
+	Kubeconfig       string            `toml:"kubeconfig" json:"kubeconfig,omitempty"`
+	Context          string            `toml:"context" json:"context,omitempty"`
+	Namespace        string            `toml:"namespace" json:"namespace,omitempty"`
+	NodeSelector     map[string]string `toml:"node_selector" json:"node_selector,omitempty"`
+	Tolerations      []Toleration      `toml:"tolerations" json:"tolerations,omitempty"`
+	RuntimeClass     string            `toml:"runtime_class" json:"runtime_class,omitempty"`
+	ImagePullSecrets []string          `toml:"image_pull_secrets" json:"image_pull_secrets,omitempty"`
+	ServiceAccount   string            `toml:"service_account" json:"service_account,omitempty"`
+	QPS              float64           `toml:"qps" json:"qps,omitempty"`
+	Burst            int               `toml:"burst" json:"burst,omitempty"`
+	Registry         string            `toml:"registry" json:"registry,omitempty"`
+	RequestFraction  float64           `toml:"request_fraction" json:"request_fraction,omitempty"`
+	ScheduleTimeout  Duration          `toml:"schedule_timeout" json:"schedule_timeout"`
+	ActiveDeadline   Duration          `toml:"active_deadline" json:"active_deadline"`
+	// SeccompProfile is the Localhost seccomp profile isolated pods ask
+	// for, relative to the kubelet's seccomp folder.
+	SeccompProfile string `toml:"seccomp_profile" json:"seccomp_profile,omitempty"`
+}
+
+// Toleration is one of [sandbox.kubernetes] tolerations.
+type Toleration struct {
+	Key      string `toml:"key" json:"key,omitempty"`
+	Operator string `toml:"operator" json:"operator,omitempty"`
+	Value    string `toml:"value" json:"value,omitempty"`
+	Effect   string `toml:"effect" json:"effect,omitempty"`
+	Seconds  *int64 `toml:"seconds" json:"seconds,omitempty"`
 }
 
 // NetworkAuto is [sandbox] network's default.
@@ -396,6 +428,9 @@ func checkKeys(m map[string]any, t reflect.Type, prefix, file string, data []byt
 	for _, k := range slices.Sorted(mapsKeys(m)) {
 		full := strings.TrimPrefix(prefix+"."+k, ".")
 		ft, ok := valid[k]
+		if ok && ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
 		if !ok {
 			e := &Error{File: file, Key: full, Msg: "unknown key"}
 			if data != nil {
@@ -426,6 +461,16 @@ func checkKeys(m map[string]any, t reflect.Type, prefix, file string, data []byt
 				for _, item := range v {
 					if err := checkKeys(item, ft.Elem(), full, file, data); err != nil {
 						return err
+					}
+				}
+			}
+		case []any: // an array of inline tables
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				for _, item := range v {
+					if item, ok := item.(map[string]any); ok {
+						if err := checkKeys(item, ft.Elem(), full, file, data); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -714,7 +759,10 @@ func (c *Config) validate(data []byte) error {
 	if c.Agent.TerminalTimeout < 0 {
 		return bad("agent.terminal_timeout", fmt.Sprintf("terminal_timeout is %d", c.Agent.TerminalTimeout), "give seconds, e.g. 300 as hermes' Terminal-Bench 2 environment uses")
 	}
-	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
+	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local", "kubernetes"); err != nil {
+		return err
+	}
+	if err := c.validateKubernetes(bad, oneOf); err != nil {
 		return err
 	}
 	if err := oneOf("sandbox.network", c.Sandbox.Network, NetworkAuto, "none", "host"); err != nil {
@@ -840,6 +888,43 @@ func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func
 		return bad("serve.eval.attempts", "must be at least 1", "")
 	case s.Eval.Concurrency < 1:
 		return bad("serve.eval.concurrency", "must be at least 1", "")
+	}
+	return nil
+}
+
+// validateKubernetes checks [sandbox.kubernetes]; without the section the
+// backend takes everything from the kubeconfig.
+func (c *Config) validateKubernetes(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
+	k := c.Sandbox.Kubernetes
+	if k == nil {
+		return nil
+	}
+	if c.Sandbox.Backend != "kubernetes" {
+		return bad("sandbox.kubernetes", fmt.Sprintf("set, but the backend is %q", c.Sandbox.Backend), `set [sandbox] backend = "kubernetes", or remove the section`)
+	}
+	switch {
+	case k.RequestFraction < 0 || k.RequestFraction > 1:
+		return bad("sandbox.kubernetes.request_fraction", "must be between 0 and 1", "requests are this fraction of the limits; 0 means 1 (requests equal limits)")
+	case k.QPS < 0:
+		return bad("sandbox.kubernetes.qps", "must not be negative", "")
+	case k.Burst < 0:
+		return bad("sandbox.kubernetes.burst", "must not be negative", "")
+	case k.ScheduleTimeout.Duration < 0:
+		return bad("sandbox.kubernetes.schedule_timeout", "must not be negative", "")
+	case k.ActiveDeadline.Duration < 0:
+		return bad("sandbox.kubernetes.active_deadline", "must not be negative", "")
+	case k.SeccompProfile != "" && (strings.HasPrefix(k.SeccompProfile, "/") || slices.Contains(strings.Split(k.SeccompProfile, "/"), "..")):
+		return bad("sandbox.kubernetes.seccomp_profile", fmt.Sprintf("%q is not a path inside the kubelet's seccomp folder", k.SeccompProfile), `write it relative to that folder, e.g. seccomp_profile = "proctor-isolated.json"`)
+	case strings.Contains(k.Registry, "://"):
+		return bad("sandbox.kubernetes.registry", fmt.Sprintf("%q has a scheme", k.Registry), `write host[:port][/path], e.g. registry = "127.0.0.1:5001/proctor"`)
+	}
+	for _, t := range k.Tolerations {
+		if err := oneOf("sandbox.kubernetes.tolerations", t.Operator, "", "Equal", "Exists"); err != nil {
+			return err
+		}
+		if err := oneOf("sandbox.kubernetes.tolerations", t.Effect, "", "NoSchedule", "PreferNoSchedule", "NoExecute"); err != nil {
+			return err
+		}
 	}
 	return nil
 }

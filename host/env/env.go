@@ -149,6 +149,10 @@ type pluginRollout struct {
 	// resetErr is a reset that failed: the rollout's sandbox is in doubt,
 	// whatever the plugin made of the error.
 	resetErr error
+	// limitErr is a sandbox operation that failed because the sandbox
+	// went over its limit: the agent's outcome (sandbox.ErrLimit),
+	// whatever the plugin made of the error.
+	limitErr error
 	// withheld says why the task's sandbox did not get the network it
 	// asked for.
 	withheld string
@@ -264,6 +268,10 @@ func (r *pluginRollout) Oracle(ctx context.Context) (scheduler.OracleResult, err
 	if errors.Is(err, wasm.ErrUnknown) {
 		return scheduler.OracleResult{}, scheduler.ErrNoOracle
 	}
+	if r.limitErr != nil {
+		// The oracle acts as the agent: over the limit is its outcome.
+		return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, r.limitErr
+	}
 	return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, err
 }
 
@@ -274,6 +282,9 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 		// The plugin saw the failed reset only as a host error; the
 		// rollout's class is the sandbox's (infra_error, retried).
 		return scheduler.Verdict{}, r.resetErr
+	}
+	if r.limitErr != nil {
+		return scheduler.Verdict{}, r.limitErr
 	}
 	if err != nil {
 		return scheduler.Verdict{}, err

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,22 +33,9 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/seccomp"
 	"github.com/proctor-dev/proctor/sandbox/shell"
 )
-
-// capabilities kept after dropping all. Tasks run apt-get, create users and
-// start services as root, so root must still own and chown files
-// (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), switch users (SETUID, SETGID,
-// SETPCAP for dropping capabilities when it does), signal its own processes
-// (KILL, also how timeouts kill a command's group), bind low ports for
-// services (NET_BIND_SERVICE), chroot for package scripts (SYS_CHROOT) and
-// create device-less special files such as fifos (MKNOD). Left out of
-// Docker's default set: NET_RAW (raw sockets; no network anyway) and
-// AUDIT_WRITE.
-var capabilities = []string{
-	"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
-	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
-}
 
 // Backend starts containers. It is safe for concurrent use.
 type Backend struct {
@@ -258,7 +244,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
 		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
 	}
-	private, err := privateDirs(spec.Private)
+	private, err := shell.PrivateDirs(spec.Private)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +301,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		Privileged:  false,
 		SecurityOpt: []string{"no-new-privileges"},
 		CapDrop:     []string{"ALL"},
-		CapAdd:      capabilities,
+		CapAdd:      sandbox.Capabilities,
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpus * 1e9),
 			Memory:     mem << 20,
@@ -330,8 +316,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		cfg.User = "0"
 		// Only the warden uses CAP_SYS_ADMIN: it builds the namespaces and
 		// drops the capability for good before the agent's shell starts.
-		hc.CapAdd = append(slices.Clone(capabilities), "SYS_ADMIN")
-		profile, err := isolatedSeccomp()
+		hc.CapAdd = append(slices.Clone(sandbox.Capabilities), sandbox.CapWarden)
+		profile, err := seccomp.Docker()
 		if err != nil {
 			return nil, fmt.Errorf("seccomp profile: %w", err)
 		}
@@ -411,7 +397,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			if *u.user == "" {
 				continue
 			}
-			r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", *u.user}), sandbox.ExecOptions{Fresh: true})
+			r, err := s.sh.Exec(ctx, shell.WardenCommand("id", *u.user), sandbox.ExecOptions{Fresh: true})
 			ids := strings.TrimSpace(r.Stdout)
 			if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
 				s.remove(ctx)
@@ -432,19 +418,6 @@ func (s *Sandbox) agentUserOr() (user, owner string) {
 		return s.agentUser, s.agentOwner
 	}
 	return s.user, s.owner
-}
-
-// privateDirs checks and cleans the spec's private folders.
-func privateDirs(dirs []string) ([]string, error) {
-	var out []string
-	for _, d := range dirs {
-		c := path.Clean(d)
-		if !path.IsAbs(d) || c == "/" || strings.HasPrefix(c, shell.WardenDir) {
-			return nil, fmt.Errorf("private folder %q: want an absolute folder other than / and %s", d, shell.WardenDir)
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }
 
 // wardenArchive is the tar that puts the warden and the plugin shell's
@@ -695,29 +668,25 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", s.gone(ctx, err)
 	}
-	if max > 0 && max-pids < reservedPids {
+	if max > 0 && max-pids < shell.ReservedPids {
 		if err := s.agent.stop(ctx); err != nil {
 			return "", err
 		}
-		note = fmt.Sprintf("the agent's processes were stopped before verification: the sandbox had %d of %d process slots in use", pids, max)
+		note = shell.StoppedNote(pids, max)
 	}
 	if len(s.private) == 0 {
 		return note, nil
 	}
-	argv := []string{shell.WardenPath, "remount", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
-	if s.user != "" {
-		argv = append(argv, "-user", s.user)
-	}
 	if !rootUser(s.user) {
 		// The plugin's shell runs without the capability to mount: a
 		// separate exec as root joins its namespace.
-		argv = append(argv, "-ns", strconv.Itoa(s.pluginNS))
-		if err := s.rootExec(ctx, append(argv, s.private...)...); err != nil {
+		args := shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)
+		if err := s.rootExec(ctx, append([]string{shell.WardenPath}, args...)...); err != nil {
 			return note, fmt.Errorf("empty the private folders: %w", err)
 		}
 		return note, nil
 	}
-	r, err := s.sh.Exec(ctx, shellJoin(append(argv, s.private...)), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
+	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
 	if err != nil {
 		return note, s.gone(ctx, err)
 	}
@@ -731,17 +700,6 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 func rootUser(u string) bool {
 	name, _, _ := strings.Cut(u, ":")
 	return name == "" || name == "0" || name == "root"
-}
-
-// reservedPids is how many process slots verification needs free.
-const reservedPids = 64
-
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shell.Quote(a)
-	}
-	return strings.Join(q, " ")
 }
 
 // agentView is the agent's side of an isolated sandbox: its own shell in
@@ -805,9 +763,6 @@ func (a *agentView) stop(ctx context.Context) error {
 	return nil
 }
 
-// restarted is what a call sees when a command killed the agent's shell.
-const restarted = "the shell was killed by a command in the sandbox; a new shell was started (working directory and exported variables are reset)"
-
 // Exec runs cmd in the agent's shell. When a command (the agent's own
 // `kill -9 -1`, say) killed the shell while the container still runs, a
 // new shell is started and the call reports exit 137 with a note: what the
@@ -843,7 +798,7 @@ func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions)
 		}
 		sh.Close()
 	}
-	return sandbox.ExecResult{ExitCode: 137, Stderr: restarted + "\n", Duration: r.Duration}, nil
+	return sandbox.ExecResult{ExitCode: 137, Stderr: shell.Restarted + "\n", Duration: r.Duration}, nil
 }
 
 // Close ends the agent's shell; the sandbox lives on until its own Close.

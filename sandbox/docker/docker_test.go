@@ -322,62 +322,25 @@ func TestWardenDelivery(t *testing.T) {
 	}
 }
 
-// A shell that may not mount still gets fresh private folders from Seal: a
-// separate exec as root empties them in the plugin's namespace.
-func TestSealAsUnprivilegedUser(t *testing.T) {
+// The users of an isolated sandbox (sandboxtest.RunUsers): Seal as a user
+// that may not mount (a separate exec as root empties the private folders
+// in the plugin's namespace), the agent's user apart from the plugin's.
+func TestUsers(t *testing.T) {
 	b := newBackend(t)
-	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
-	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.Seal(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("a file from before Seal: %v", err)
-	}
-	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "nobody\nnobody\n" {
-		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
-	}
+	sandboxtest.RunUsers(t, func(t *testing.T, spec sandbox.Spec) sandbox.Isolated {
+		return start(t, b, spec)
+	})
 }
 
-// The agent's commands and files run as AgentUser, the plugin's as User
-// (Harbor's [agent].user beside [verifier].user); after the agent's shell
-// restarts it is still the agent's user.
-func TestAgentUserApartFromPlugin(t *testing.T) {
-	b := newBackend(t)
-	sb := start(t, b, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
-	ag := sb.Agent()
-	ctx := context.Background()
-	if err := ag.WriteFile(ctx, "/tmp/agent/f", []byte("a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.WriteFile(ctx, "/tmp/plugin/f", []byte("p"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := ag.Exec(ctx, "id -un; stat -c %U /tmp/agent/f /tmp/plugin/f", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "nobody\nnobody\nroot\n" {
-		t.Fatalf("agent side: %+v %v", r, err)
-	}
-	r, err = sb.Exec(ctx, "id -un", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "root\n" {
-		t.Fatalf("plugin side: %+v %v", r, err)
-	}
-	// A restarted agent shell keeps the agent's user.
-	ag.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
-	r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
-	if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
-		t.Fatalf("after a restart: %+v %v", r, err)
-	}
-	// Without isolation the two users cannot be kept apart: refused.
+// Without isolation the agent's user and the plugin's cannot be kept
+// apart: refused.
+func TestAgentUserWithoutIsolation(t *testing.T) {
 	plain, err := New(WithIsolation(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if _, err := plain.Start(ctx, sandbox.Spec{Image: sandboxtest.BaseImage(), AgentUser: "nobody"}); err == nil || !strings.Contains(err.Error(), "only an isolated sandbox") {
+	if _, err := plain.Start(context.Background(), sandbox.Spec{Image: sandboxtest.BaseImage(), AgentUser: "nobody"}); err == nil || !strings.Contains(err.Error(), "only an isolated sandbox") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 }
@@ -450,26 +413,6 @@ func TestBuildNetwork(t *testing.T) {
 	} {
 		if got := buildNetwork(sandbox.Spec{Network: tc.run, BuildNetwork: tc.build}); got != tc.want {
 			t.Errorf("%q/%q: %q", tc.run, tc.build, got)
-		}
-	}
-}
-
-// TestCancelAsUnprivilegedUser: a cancelled call of the agent's kills its
-// command when the sandbox runs as another user than root too, and the
-// shell answers the next call (the kill used to miss the command, the
-// shell then waited for it and was declared gone).
-func TestCancelAsUnprivilegedUser(t *testing.T) {
-	b := newBackend(t)
-	sb := start(t, b, sandbox.Spec{User: "nobody", Private: sandboxtest.Private})
-	for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		r, err := v.Exec(ctx, "sleep 60", sandbox.ExecOptions{})
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
-			t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
-		}
-		if r, err := v.Exec(context.Background(), "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
-			t.Errorf("after the cancel: %+v %v", r, err)
 		}
 	}
 }

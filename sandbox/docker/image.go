@@ -20,10 +20,10 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
 
-// buildJob is one image build that concurrent starts share. It runs on a
-// context of its own that ends when the build does or when every caller
-// waiting for it has given up, so one caller's cancellation does not fail
-// the others.
+// buildJob is one image build (or push) that concurrent starts share. It
+// runs on a context of its own that ends when the build does or when every
+// caller waiting for it has given up, so one caller's cancellation does
+// not fail the others.
 type buildJob struct {
 	done    chan struct{}
 	image   string
@@ -69,19 +69,29 @@ func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, err
 	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(buildNetwork(spec)))
 	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
 
+	return b.once(ctx, tag, func(ctx context.Context) (string, error) { return b.buildImage(ctx, spec, tag) })
+}
+
+// once runs do for key at most once at a time: concurrent callers with the
+// same key wait for the same result, and a success is kept for later
+// callers. do runs on a context of its own (see buildJob): one caller's
+// cancellation fails only that caller, and do is cancelled when the last
+// waiting caller gives up. A failure is forgotten: it may succeed later (a
+// cancelled one certainly).
+func (b *Backend) once(ctx context.Context, key string, do func(ctx context.Context) (string, error)) (string, error) {
 	b.mu.Lock()
-	bd, ok := b.builds[tag]
+	bd, ok := b.builds[key]
 	if !ok {
 		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		bd = &buildJob{done: make(chan struct{}), cancel: cancel}
-		b.builds[tag] = bd
+		b.builds[key] = bd
 		go func() {
-			image, err := b.buildImage(bctx, spec, tag)
+			image, err := do(bctx)
 			cancel()
 			b.mu.Lock()
 			bd.image, bd.err = image, err
-			if err != nil && b.builds[tag] == bd {
-				delete(b.builds, tag) // a failed build may succeed later (a cancelled one certainly)
+			if err != nil && b.builds[key] == bd {
+				delete(b.builds, key)
 			}
 			b.mu.Unlock()
 			close(bd.done)
@@ -100,11 +110,11 @@ func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, err
 		b.mu.Lock()
 		bd.waiters--
 		if bd.waiters == 0 {
-			// The last caller is gone: no one wants the image now, and a
-			// caller coming later starts a build of its own.
+			// The last caller is gone: no one wants the result now, and a
+			// caller coming later starts anew.
 			bd.cancel()
-			if b.builds[tag] == bd {
-				delete(b.builds, tag)
+			if b.builds[key] == bd {
+				delete(b.builds, key)
 			}
 		}
 		b.mu.Unlock()

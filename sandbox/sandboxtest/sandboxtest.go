@@ -1,5 +1,6 @@
 // Package sandboxtest is the conformance suite every sandbox backend passes,
-// and the helpers tests use to reach a real Docker engine.
+// and the helpers tests use to reach a real Docker engine or Kubernetes
+// cluster.
 package sandboxtest
 
 import (
@@ -40,6 +41,20 @@ func RequireDocker(t testing.TB) {
 	}
 	msg := fmt.Sprintf("no Docker engine with image %s (%v: %s); run `make base-image`", BaseImage(), err, strings.TrimSpace(string(out)))
 	if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// RequireKubernetes skips the test when err says no Kubernetes cluster
+// answers, unless PROCTOR_REQUIRE_KUBERNETES=1, when it fails instead.
+func RequireKubernetes(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("no Kubernetes cluster (%v); start the local one with `make k8s-up` and set KUBECONFIG as it says", err)
+	if os.Getenv("PROCTOR_REQUIRE_KUBERNETES") == "1" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
