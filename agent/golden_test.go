@@ -47,11 +47,15 @@ func dockerSandbox(t testing.TB) sandbox.Sandbox {
 	return sb
 }
 
+// The golden answers print times in UTC. Set once, before any test starts
+// a goroutine: set in each test, the write raced with the previous test's
+// goroutines reading the zone (the race detector crashed reporting it).
+func init() { time.Local = time.UTC }
+
 // goldenTools is a toolset with a fixed clock and process session ids
 // proc_000000000001, proc_000000000002, ...
 func goldenTools(t *testing.T, o ToolOptions) *Toolset {
 	t.Helper()
-	time.Local = time.UTC
 	n := 0
 	o.Now = func() time.Time { return time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC) }
 	o.NewID = func() string { n++; return fmt.Sprintf("proc_%012d", n) }
