@@ -3,7 +3,9 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -135,5 +137,111 @@ func BenchmarkTrivialHookWithOp(b *testing.B) {
 		if _, err := inst.CallRaw(ctx, "exec", []byte("{}")); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// rss is the process's resident memory, in bytes.
+func rss(b *testing.B) int64 {
+	s, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size, res int64
+	fmt.Sscan(string(s), &size, &res)
+	return res * int64(os.Getpagesize())
+}
+
+// BenchmarkInstanceMemory: what one example plugin instance of a rollout
+// costs the host once it answered the hooks before the agent (sandbox
+// spec, setup, prompt): whole, and parked as the scheduler parks it while
+// the agent works. 200 instances at once, as many rollouts in flight.
+func BenchmarkInstanceMemory(b *testing.B) {
+	for _, parked := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parked=%v", parked), func(b *testing.B) {
+			ctx := context.Background()
+			p, done := benchPlugin(b)
+			defer done()
+			req, _ := json.Marshal(abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}})
+			const n = 200
+			var perInstance float64
+			for b.Loop() {
+				debug.FreeOSMemory()
+				before := rss(b)
+				insts := make([]*Instance, n)
+				for k := range insts {
+					inst, err := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(map[string][]byte{})})
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, h := range []string{abi.HookSandbox, abi.HookSetup, abi.HookPrompt} {
+						if _, err := inst.CallRaw(ctx, h, req); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if parked && !inst.Park(ctx) {
+						b.Fatal("not parked")
+					}
+					insts[k] = inst
+				}
+				debug.FreeOSMemory()
+				perInstance = float64(rss(b)-before) / n
+				for _, inst := range insts {
+					inst.Close(ctx)
+				}
+			}
+			b.ReportMetric(perInstance/1e6, "MB/instance")
+		})
+	}
+}
+
+// BenchmarkParkUnpark: parking an instance after a hook and re-creating
+// it for the next; minus BenchmarkHookCall, what a park costs.
+func BenchmarkParkUnpark(b *testing.B) {
+	ctx := context.Background()
+	p, done := benchPlugin(b)
+	defer done()
+	inst, _ := p.Instantiate(ctx, InstanceConfig{})
+	req, _ := json.Marshal(abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}})
+	for b.Loop() {
+		if !inst.Park(ctx) {
+			b.Fatal("not parked")
+		}
+		if _, err := inst.CallRaw(ctx, abi.HookPrompt, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRolloutHooks: an example plugin instance through a rollout's
+// hooks, whole, and parked where the scheduler parks it (before the
+// sandbox starts and while the agent works): the difference is what
+// parking costs a rollout.
+func BenchmarkRolloutHooks(b *testing.B) {
+	for _, park := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parked=%v", park), func(b *testing.B) {
+			ctx := context.Background()
+			p, done := benchPlugin(b)
+			defer done()
+			files := map[string][]byte{"answer.txt": []byte("b")}
+			req, _ := json.Marshal(abi.VerifyRequest{RolloutRequest: abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}}})
+			for b.Loop() {
+				inst, err := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(files)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, h := range []string{abi.HookSandbox, "park", abi.HookSetup, abi.HookPrompt, "park", abi.HookVerify, abi.HookTeardown} {
+					if h == "park" {
+						if park && !inst.Park(ctx) {
+							b.Fatal("not parked")
+						}
+						continue
+					}
+					if _, err := inst.CallRaw(ctx, h, req); err != nil && h != abi.HookTeardown {
+						b.Fatal(err)
+					}
+				}
+				inst.Close(ctx)
+			}
+		})
 	}
 }

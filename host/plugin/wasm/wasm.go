@@ -11,6 +11,13 @@
 // the plugin and the hook; the host and every other instance go on.
 // Plugins get no WASI environment, arguments or network, and no files but
 // the read-only ones they carry themselves (abi.FilesSection).
+//
+// Memory, at a thousand rollouts in flight: a module's code is checked and
+// rewritten before it is compiled (module.go); an instance's linear memory
+// is a reserved mapping whose untouched pages cost nothing (memory.go);
+// and an instance that waits while its rollout's agent works can be
+// parked, kept as the few bytes that differ from a fresh one, and
+// re-created exactly at its next call (park.go).
 package wasm
 
 import (
@@ -21,7 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -33,6 +40,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/proctor-dev/proctor/sdk/abi"
@@ -147,8 +156,10 @@ type Plugin struct {
 	name     string
 	sha      string
 	compiled wazero.CompiledModule
-	files    fs.FS     // the plugin's own read-only files; nil when it has none
+	files    *filesFS  // the plugin's own read-only files; nil when it has none
 	image    *memImage // the memory every instance starts from; nil: a fresh one
+	info     moduleInfo
+	base     *parkBase // nil: instances cannot be parked
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
@@ -186,6 +197,9 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 			return nil, perr(ErrNotWasm, err)
 		}
 	}
+	if code, p.info, err = prepare(code); err != nil {
+		return nil, perr(ErrNotWasm, fmt.Errorf("malformed module: %w", err))
+	}
 	compiled, err := r.rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, perr(ErrNotWasm, fmt.Errorf("compile: %w", err))
@@ -201,6 +215,14 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, err
 	}
 	defer inst.Close(ctx)
+	if p.info.unparkable == "" {
+		if p.base, err = p.newParkBase(ctx, inst); err != nil {
+			p.info.unparkable = err.Error()
+		}
+	}
+	if p.info.unparkable != "" {
+		r.cfg.Log.Debug("plugin instances stay whole while they wait", "plugin", name, "reason", p.info.unparkable)
+	}
 	if err := inst.Call(ctx, abi.HookDescribe, abi.Empty{}, &p.manifest); err != nil {
 		compiled.Close(ctx)
 		return nil, err
@@ -312,13 +334,69 @@ type InstanceConfig struct {
 // Instance is one plugin instance, for one rollout. Calls are serialised.
 type Instance struct {
 	p      *Plugin
-	mod    api.Module
+	env    *instanceEnv
+	mod    api.Module // nil while parked
 	handle api.Function
 	ops    map[string]Op
 	log    *slog.Logger
 
 	mu     sync.Mutex
 	broken error
+	parked *parkedState
+}
+
+// instanceEnv is the host side of one instance, the same objects for as
+// long as the instance lives, also across a park.
+type instanceEnv struct {
+	rand      io.Reader
+	out, errw *logWriter
+	files     *instanceFiles // nil: the plugin has no files
+}
+
+// newInstanceEnv makes the host side of an instance seeded with seed.
+func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
+	var key [32]byte
+	for i := range 4 {
+		v := seed + uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	env := &instanceEnv{
+		rand: rand.NewChaCha8(key),
+		out:  &logWriter{log: log, stream: "stdout", left: 64 << 10},
+		errw: &logWriter{log: log, stream: "stderr", left: 64 << 10},
+	}
+	if p.files != nil {
+		env.files = newInstanceFiles(p.files)
+	}
+	return env
+}
+
+// filesOpen reports whether the plugin holds one of its files open.
+func (e *instanceEnv) filesOpen() bool {
+	return e.files != nil && e.files.open.Load() != 0
+}
+
+// newModule instantiates the plugin's module on env, running its start
+// function when start is set.
+func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (api.Module, error) {
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions().
+		WithRandSource(env.rand).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithStdout(env.out).
+		WithStderr(env.errw)
+	if start {
+		mc = mc.WithStartFunctions("_initialize")
+	}
+	if env.files != nil {
+		mc = mc.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(env.files, "/"))
+	}
+	return p.r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, memoryAllocator), p.compiled, mc)
 }
 
 // Instantiate makes a fresh instance for one rollout.
@@ -345,28 +423,8 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			ops[name] = op
 		}
 	}
-	var seed [32]byte
-	for i := range 4 {
-		v := cfg.Seed + uint64(i)*0x9e3779b97f4a7c15
-		for j := range 8 {
-			seed[i*8+j] = byte(v >> (8 * j))
-		}
-	}
-	out := &logWriter{log: log, stream: "stdout", left: 64 << 10}
-	errw := &logWriter{log: log, stream: "stderr", left: 64 << 10}
-	mc := wazero.NewModuleConfig().
-		WithName("").
-		WithStartFunctions("_initialize").
-		WithRandSource(rand.NewChaCha8(seed)).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithSysNanosleep().
-		WithStdout(out).
-		WithStderr(errw)
-	if p.files != nil {
-		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(p.files, "/"))
-	}
-	mod, err := p.r.rt.InstantiateModule(ctx, p.compiled, mc)
+	env := newInstanceEnv(p, cfg.Seed, log)
+	mod, err := p.newModule(ctx, env, true)
 	if err != nil {
 		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 	}
@@ -376,7 +434,7 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 		}
 	}
-	return &Instance{p: p, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
+	return &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
 }
 
 // Close discards the instance.
@@ -385,6 +443,10 @@ func (i *Instance) Close(ctx context.Context) error {
 	defer i.mu.Unlock()
 	if i.broken == nil {
 		i.broken = errors.New("instance closed")
+	}
+	i.parked = nil
+	if i.mod == nil {
+		return nil
 	}
 	return i.mod.Close(context.WithoutCancel(ctx))
 }
@@ -432,6 +494,12 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	}
 	if i.broken != nil {
 		return nil, perr(ErrTrap, fmt.Errorf("instance unusable: %w", i.broken))
+	}
+	if i.parked != nil {
+		if err := i.unpark(ctx); err != nil {
+			i.broken = err
+			return nil, perr(ErrTrap, fmt.Errorf("re-create the parked instance: %w", err))
+		}
 	}
 	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
 	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
