@@ -76,6 +76,7 @@ func (ro *rollout) run(ctx context.Context) bool {
 	if err := ro.formatPrompt(ctx); err != nil {
 		return ro.fail(ctx, rundir.ClassPlugin, phaseError("format prompt", err))
 	}
+	ro.idle(ctx)
 	agentErr := ro.runAgent(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -164,6 +165,7 @@ func (ro *rollout) startSandbox(ctx context.Context) error {
 		ro.spec.Labels[sandbox.LabelRun] = ro.r.Config.RunID
 		ro.spec.Labels[sandbox.LabelRollout] = ro.id
 		ro.rec.Image = ro.spec.Image
+		ro.idle(ctx)
 		ro.sb, err = ro.r.start(ctx, ro.spec)
 		return err
 	})
