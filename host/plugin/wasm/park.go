@@ -59,6 +59,11 @@ func (p *Plugin) newParkBase(ctx context.Context, inst *Instance) (*parkBase, er
 func (i *Instance) Park(ctx context.Context) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	return i.park(ctx)
+}
+
+// park parks the instance when it can. The caller holds i.mu.
+func (i *Instance) park(ctx context.Context) bool {
 	base := i.p.base
 	if base == nil || i.broken != nil || i.mod == nil || i.env.filesOpen() {
 		return false
@@ -75,8 +80,8 @@ func (i *Instance) Park(ctx context.Context) bool {
 		}
 		st.globals = append(st.globals, g.Get())
 	}
-	i.mod.Close(context.WithoutCancel(ctx))
-	i.mod, i.handle, i.parked = nil, nil, st
+	i.dropModule(ctx)
+	i.parked = st
 	return true
 }
 
@@ -104,6 +109,7 @@ func (i *Instance) unpark(ctx context.Context) error {
 		g.Set(st.globals[k])
 	}
 	i.mod, i.handle, i.parked = mod, mod.ExportedFunction(abi.HandleExport), nil
+	i.p.r.whole.Add(1)
 	return nil
 }
 

@@ -150,3 +150,44 @@ func TestDiffRuns(t *testing.T) {
 		}
 	}
 }
+
+// When more instances are whole than the runtime keeps, one is parked as
+// soon as its call returns, and still answers as a whole one.
+func TestParkUnderPressure(t *testing.T) {
+	ctx := context.Background()
+	mod, err := os.ReadFile(wasmtest.Build(t, "./host/plugin/wasm/testdata/stateful"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pressed, err := newRuntime(t, Config{ResidentInstances: 2}).Load(ctx, "stateful", mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := loadStateful(t)
+	whole, err := ref.Instantiate(ctx, InstanceConfig{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close(ctx)
+	var want []string
+	for range 4 {
+		want = append(want, call(t, whole, "step"))
+	}
+	insts := make([]*Instance, 5)
+	for k := range insts {
+		if insts[k], err = pressed.Instantiate(ctx, InstanceConfig{Seed: 3}); err != nil {
+			t.Fatal(err)
+		}
+		defer insts[k].Close(ctx)
+	}
+	for step := range want {
+		for k, inst := range insts {
+			if got := call(t, inst, "step"); got != want[step] {
+				t.Fatalf("instance %d, step %d: %s, want %s", k, step, got, want[step])
+			}
+		}
+		if n := pressed.r.whole.Load(); n > 2 {
+			t.Errorf("step %d: %d instances whole, the runtime keeps 2", step, n)
+		}
+	}
+}

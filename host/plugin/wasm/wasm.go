@@ -33,9 +33,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -53,13 +55,18 @@ type Config struct {
 	MemoryLimitMiB int           // per instance; default 256
 	HookTimeout    time.Duration // per hook call; default 2m
 	MaxOutput      int           // bytes of a hook's output or an operation's request; default 64 MiB
-	Log            *slog.Logger
+	// ResidentInstances is how many instances stay whole between their
+	// calls; past it, an instance is parked as soon as its call returns.
+	// Default 4 × GOMAXPROCS, at least 64.
+	ResidentInstances int
+	Log               *slog.Logger
 }
 
 // Runtime compiles and runs plugins. It is safe for concurrent use.
 type Runtime struct {
-	rt  wazero.Runtime
-	cfg Config
+	rt    wazero.Runtime
+	cfg   Config
+	whole atomic.Int64 // instances with a module: not parked, not closed
 }
 
 // Sentinel errors; a *PluginError matches one of them with errors.Is.
@@ -108,6 +115,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 64 << 20
+	}
+	if cfg.ResidentInstances <= 0 {
+		cfg.ResidentInstances = max(64, 4*runtime.GOMAXPROCS(0))
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -407,7 +417,19 @@ func (p *Plugin) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if p.allowed == nil && len(p.manifest.Capabilities) > 0 {
 		return nil, &PluginError{Plugin: p.name, Kind: ErrDenied, Err: errors.New("capabilities not checked: call Grant before Instantiate")}
 	}
-	return p.instantiate(ctx, cfg, p.allowed, false)
+	inst, err := p.instantiate(ctx, cfg, p.allowed, false)
+	if err == nil {
+		inst.relieve(ctx)
+	}
+	return inst, err
+}
+
+// relieve parks the instance when more are whole than the runtime keeps
+// (a burst of rollouts starting): it waits for its next call parked.
+func (i *Instance) relieve(ctx context.Context) {
+	if i.p.r.whole.Load() > int64(i.p.r.cfg.ResidentInstances) {
+		i.Park(ctx)
+	}
 }
 
 // instantiate makes an instance; fresh leaves out the memory image.
@@ -434,6 +456,7 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 		}
 	}
+	p.r.whole.Add(1)
 	return &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
 }
 
@@ -445,10 +468,19 @@ func (i *Instance) Close(ctx context.Context) error {
 		i.broken = errors.New("instance closed")
 	}
 	i.parked = nil
+	return i.dropModule(ctx)
+}
+
+// dropModule closes the instance's module, if it has one. The caller
+// holds i.mu.
+func (i *Instance) dropModule(ctx context.Context) error {
 	if i.mod == nil {
 		return nil
 	}
-	return i.mod.Close(context.WithoutCancel(ctx))
+	err := i.mod.Close(context.WithoutCancel(ctx))
+	i.mod, i.handle = nil, nil
+	i.p.r.whole.Add(-1)
+	return err
 }
 
 // Call runs one hook with in encoded as JSON and decodes the result into
@@ -465,7 +497,9 @@ func (i *Instance) Call(ctx context.Context, hook string, in, out any) error {
 	}
 	if out != nil {
 		if err := json.Unmarshal(res, out); err != nil {
+			i.mu.Lock()
 			i.discard()
+			i.mu.Unlock()
 			return &PluginError{Plugin: i.p.name, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("hook output is not the expected JSON: %v", err)}
 		}
 	}
@@ -507,7 +541,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	res, err := i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
 	if err != nil {
 		i.broken = err
-		i.mod.Close(context.WithoutCancel(ctx))
+		i.dropModule(ctx)
 		switch {
 		case hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
 			return nil, perr(ErrTimeout, fmt.Errorf("no answer within %s: %w", i.p.r.cfg.HookTimeout, context.DeadlineExceeded))
@@ -521,6 +555,10 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	if st.outErr != nil {
 		i.discard()
 		return nil, perr(ErrTooLarge, st.outErr)
+	}
+	if i.p.r.whole.Load() > int64(i.p.r.cfg.ResidentInstances) {
+		// See relieve; i.mu is held.
+		defer i.park(ctx)
 	}
 	status := uint32(res[0])
 	switch status {
@@ -543,9 +581,11 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	}
 }
 
+// discard drops an instance that answered badly. The caller holds i.mu.
 func (i *Instance) discard() {
 	i.broken = errors.New("discarded after a bad answer")
-	i.mod.Close(context.Background())
+	i.parked = nil
+	i.dropModule(context.Background())
 }
 
 // hostModule defines the proctor_v1 imports once per runtime; each call
