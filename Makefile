@@ -6,19 +6,21 @@ BIN       ?= bin/proctor
 BUNDLED   := host/plugin/bundled/wasm
 PLUGINS   := $(notdir $(wildcard plugins/tb2 plugins/swesmith plugins/sweshaped))
 TESTFLAGS ?= -timeout 40m
+# The SDK is a module of its own (sdk/go.mod): ./... from here leaves it out.
+SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench bench-scale lint demo clean engine base-image fixture-images test-tools python-runtime test-python
+.PHONY: help build plugins warden test test-race bench bench-scale lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 plugins: ## build the bundled plugins to wasm (embedded by build)
 	@mkdir -p $(BUNDLED)
 	@for p in $(PLUGINS); do \
 	  echo "plugin $$p"; \
-	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BUNDLED)/$$p.wasm ./plugins/$$p || exit 1; \
 	done
 
 python-runtime: ## build the Python plugin runtime from Debian's sources (once per machine; cached)
@@ -35,8 +37,13 @@ warden: ## build the in-sandbox warden for linux/amd64 and linux/arm64 (embedded
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w' -o $(WARDEN)/warden-linux-$$a ./sandbox/warden || exit 1; \
 	done
 
+# proctor version and run manifests say which commit built the binary
+# (go build's own VCS stamp misses git worktrees and GOFLAGS=-buildvcs=false).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+
 build: plugins warden ## build bin/proctor with its bundled plugins
-	$(GO) build -trimpath -o $(BIN) ./cmd/proctor
+	$(GO) build -trimpath -ldflags "-X main.linkVersion=$(VERSION) -X main.linkRevision=$(REVISION)" -o $(BIN) ./cmd/proctor
 
 engine: ## make sure a Docker engine answers (installs and starts Debian's when missing)
 	@bash scripts/engine.sh
@@ -52,14 +59,26 @@ fixture-images: base-image ## build the test fixtures' images (offline, from the
 test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
 
+k8s-build: ## build the local Kubernetes cluster's binaries into the cache, once per version
+	@bash scripts/k8s.sh build
+
+k8s-up: base-image ## start a local single-node Kubernetes cluster (as root; see docs/kubernetes.md)
+	@bash scripts/k8s.sh up
+
+k8s-down: ## stop the local Kubernetes cluster, leaving nothing running or mounted
+	@bash scripts/k8s.sh down
+
 test: fixture-images plugins warden test-tools python-runtime ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
+	cd $(SDK) && $(GO) test $(TESTFLAGS) ./...
 
 test-race: fixture-images plugins warden test-tools python-runtime ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
+	cd $(SDK) && $(GO) test -race $(TESTFLAGS) ./...
 
 bench: fixture-images plugins warden python-runtime ## run the benchmarks (medians: pipe through benchstat)
 	$(GO) test $(BENCHFLAGS) ./...
+	cd $(SDK) && $(GO) test $(BENCHFLAGS) ./...
 
 SCALE_COUNT ?= 3
 
@@ -69,7 +88,9 @@ bench-scale: build ## one process, 10, 100 and 1,000 rollouts in flight: rollout
 lint: ## gofmt, go vet for linux and wasip1
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
+	cd $(SDK) && $(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./plugins/...
+	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 demo: build base-image ## run the quickstart: fixture tasks with the oracle agent, then the report
 	@# Exit code 1 means some rollouts ended as infra_error: the fixtures

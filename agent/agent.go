@@ -134,6 +134,8 @@ type Trajectory struct {
 	// Sampling is what the model's requests asked for, when the model
 	// says (see Sampler); nil in older transcripts.
 	Sampling *Sampling `json:"sampling,omitempty"`
+	// Oracle is what the oracle agent's reference solution printed.
+	Oracle *OracleRun `json:"oracle,omitempty"`
 }
 
 // Transcript is what a run directory keeps of one rollout's agent

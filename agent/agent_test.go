@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -111,5 +112,27 @@ func TestLargeAnswersStayJSON(t *testing.T) {
 	if strings.Count(out, "OUTPUT TRUNCATED") != 1 || !strings.Contains(out, "[OUTPUT TRUNCATED - 154000 chars omitted out of 204000 total]") ||
 		!strings.HasPrefix(out, "line 0001 ") || !strings.HasSuffix(out, "line 2000 "+strings.Repeat("x", 40)) {
 		t.Errorf("terminal: %d characters, notice %q", len([]rune(out)), out[19990:20100])
+	}
+}
+
+// TestOracleKeepsOutput: what the reference solution printed, and its exit
+// code, stay in the trajectory, also when applying it failed.
+func TestOracleKeepsOutput(t *testing.T) {
+	code := 3
+	tr, err := Oracle(context.Background(), func(context.Context) (OracleRun, error) {
+		return OracleRun{Output: "solved\n", ExitCode: &code}, nil
+	})
+	if err != nil || tr.Oracle == nil || tr.Oracle.Output != "solved\n" || *tr.Oracle.ExitCode != 3 || tr.StopReason != StopOracle {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	tr, err = Oracle(context.Background(), func(context.Context) (OracleRun, error) {
+		return OracleRun{Output: "half"}, errors.New("timed out")
+	})
+	if err == nil || tr.Oracle == nil || tr.Oracle.Output != "half" || tr.Error != "timed out" {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	b, _ := json.Marshal(tr)
+	if !strings.Contains(string(b), `"oracle":{"output":"half"}`) {
+		t.Fatalf("%s", b)
 	}
 }

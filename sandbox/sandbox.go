@@ -55,6 +55,10 @@ const (
 	NetworkNone Network = "none"
 	// NetworkHost shares the host's network; a config must ask for it.
 	NetworkHost Network = "host"
+	// NetworkDefault is the backend's ordinary network: on docker the
+	// engine's default bridge (the internet through NAT, not the host's
+	// loopback). The local backend's commands always have the host's.
+	NetworkDefault Network = "default"
 )
 
 // Spec describes the sandbox a rollout needs. The zero value of every
@@ -76,12 +80,23 @@ type Spec struct {
 	Workdir string            // working directory of the shell (created if missing)
 	Env     map[string]string // environment of every command
 	User    string            // user to run as (default: the image's user)
+	// AgentUser is the user the agent's commands run as, when it is not
+	// User (Harbor's [agent].user beside [verifier].user). Only a
+	// sandbox that keeps the agent apart (Isolated) can run two users; a
+	// backend that cannot refuses the spec.
+	AgentUser string
 
 	CPUs     float64 // CPU limit (default 1)
 	MemoryMB int64   // memory limit in MiB (default 2048)
 	PidsMax  int64   // process limit (default 1024)
 	DiskMB   int64   // what the sandbox may write, in MiB (default 10240)
 	Network  Network // default NetworkNone
+	// BuildNetwork is what building the image may reach (a Dockerfile's
+	// apt-get); empty means the same as Network.
+	BuildNetwork Network
+	// StartTimeout bounds Backend.Start, the image build included; the
+	// runner applies it (0: the run's sandbox start timeout).
+	StartTimeout time.Duration
 
 	// Private lists absolute folders the plugin's own commands and file
 	// operations own: in a sandbox that implements Isolated, each is an
@@ -124,6 +139,25 @@ func AgentView(sb Sandbox) Sandbox {
 	}
 	return sb
 }
+
+// Capabilities are what a sandbox keeps after dropping all, on every
+// backend that isolates. Tasks run apt-get, create users and start services
+// as root, so root must still own and chown files (CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID), switch users (SETUID, SETGID, SETPCAP for dropping
+// capabilities when it does), signal its own processes (KILL, also how
+// timeouts kill a command's group), bind low ports for services
+// (NET_BIND_SERVICE), chroot for package scripts (SYS_CHROOT) and create
+// device-less special files such as fifos (MKNOD). Left out of the
+// runtimes' default set: NET_RAW (raw sockets) and AUDIT_WRITE.
+var Capabilities = []string{
+	"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
+}
+
+// CapWarden is the capability an isolated sandbox adds for the warden
+// (sandbox/warden), which builds the agent's namespaces with it and drops
+// it for good before the agent's shell starts.
+const CapWarden = "SYS_ADMIN"
 
 // Label keys the runner and `proctor sandbox prune` agree on.
 const (

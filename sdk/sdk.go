@@ -1,5 +1,7 @@
 // Package sdk is the Go SDK for proctor environment plugins. It depends on
-// the standard library only.
+// the standard library only, and is a module of its own
+// (github.com/proctor-dev/proctor/sdk) that a plugin's module requires;
+// `proctor plugin new NAME` writes such a module, ready to build.
 //
 // A plugin is a main package that registers its environment in init and
 // has an empty main:
@@ -63,7 +65,19 @@ type (
 	RewardScorer interface {
 		Score(r abi.RewardRequest) (abi.RewardResponse, error)
 	}
+	// ConfigChecker checks a run's config table for the plugin before
+	// any rollout starts (config.check, ABI v1.1), so a misspelt key
+	// fails the run at once instead of in every rollout. Environments get
+	// [env.config], reward plugins their [[reward]] table's config.
+	// DecodeConfig into the plugin's config type is the usual body.
+	ConfigChecker interface {
+		CheckConfig(config json.RawMessage) error
+	}
 )
+
+// Version is this SDK's version, the sdk module's tag without its "sdk/v"
+// prefix. describe reports it in the manifest's SDK field.
+const Version = "0.1.0"
 
 var env Environment
 
@@ -83,14 +97,28 @@ func RegisterReward(r Rewarder) { env = rewardOnly{r} }
 
 type rewardOnly struct{ Rewarder }
 
+// CheckConfig passes config.check on to the Rewarder when it has it.
+func (r rewardOnly) CheckConfig(config json.RawMessage) error {
+	if c, ok := r.Rewarder.(ConfigChecker); ok {
+		return c.CheckConfig(config)
+	}
+	return nil
+}
+
+func (r rewardOnly) checksConfig() bool {
+	_, ok := r.Rewarder.(ConfigChecker)
+	return ok
+}
+
 func (rewardOnly) LoadTasks(json.RawMessage) (abi.TasksResponse, error) {
 	return abi.TasksResponse{}, errors.New("this is a reward plugin, which has no tasks: name it in a [[reward]] table, not in [env]")
 }
 
 // DecodeConfig decodes a run's config table ([env.config] or
 // [reward.config], as JSON) into v strictly: a key v has no field for is an
-// error that names it, so a misspelt key is never silently ignored. An
-// empty or null config leaves v as it is (set defaults first).
+// error that names it and the closest key v has, so a misspelt key is
+// never silently ignored. An empty or null config leaves v as it is (set
+// defaults first).
 func DecodeConfig(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -98,13 +126,20 @@ func DecodeConfig(raw json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if key, ok := strings.CutPrefix(msg, "unknown field "); ok {
+			msg = "unknown key " + key
+			if best := closestKey(strings.Trim(key, `"`), v); best != "" {
+				msg += fmt.Sprintf("; did you mean %q?", best)
+			}
+		}
+		return errors.New(msg)
 	}
 	return nil
 }
 
-// Error is a hook failure with the class the host should record (for
-// example "verifier" or "setup"); see Errorf.
+// Error is a hook failure with the class the host should record
+// (abi.ClassSetup, abi.ClassVerifier, abi.ClassPlugin); see Errorf.
 type Error struct {
 	Class string
 	Err   error
@@ -113,14 +148,18 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Errorf makes an error of the given class.
+// Errorf makes an error of the given class (abi.Class*). A class the host
+// does not know is recorded as abi.ClassPlugin.
 func Errorf(class, format string, args ...any) error {
 	return &Error{Class: class, Err: fmt.Errorf(format, args...)}
 }
 
 // hooks lists the methods e implements.
 func hooks(e Environment) []string {
-	if _, ok := e.(rewardOnly); ok {
+	if r, ok := e.(rewardOnly); ok {
+		if r.checksConfig() {
+			return []string{abi.HookDescribe, abi.HookReward, abi.HookConfig}
+		}
 		return []string{abi.HookDescribe, abi.HookReward}
 	}
 	h := []string{abi.HookDescribe, abi.HookTasks}
@@ -145,6 +184,9 @@ func hooks(e Environment) []string {
 	if _, ok := e.(RewardScorer); ok {
 		h = append(h, abi.HookReward)
 	}
+	if _, ok := e.(ConfigChecker); ok {
+		h = append(h, abi.HookConfig)
+	}
 	return h
 }
 
@@ -153,18 +195,26 @@ func hooks(e Environment) []string {
 func Handle(method string, input []byte) (status uint32, output []byte) {
 	defer func() {
 		if r := recover(); r != nil {
-			status, output = fail(fmt.Errorf("panic in %s: %v\n%s", method, r, debug.Stack()))
+			status, output = fail(Errorf(abi.ClassPlugin, "panic in %s: %v\n%s", method, r, debug.Stack()))
 		}
 	}()
 	if env == nil {
-		return fail(errors.New("no environment registered: call sdk.Register in init"))
+		return fail(Errorf(abi.ClassPlugin, "no environment registered: call sdk.Register in init"))
 	}
 	switch method {
 	case abi.HookDescribe:
 		m := env.Manifest()
-		m.ABI = abi.Version
+		m.ABI, m.ABIMinor, m.SDK = abi.Version, abi.Minor, "go "+Version
 		m.Hooks = hooks(env)
 		return ok(m)
+	case abi.HookConfig:
+		if h, k := env.(ConfigChecker); k {
+			var req abi.ConfigRequest
+			if err := json.Unmarshal(input, &req); err != nil {
+				return bad(err)
+			}
+			return result(abi.Empty{}, h.CheckConfig(req.Config))
+		}
 	case abi.HookTasks:
 		var req abi.TasksRequest
 		if err := json.Unmarshal(input, &req); err != nil {
@@ -231,7 +281,7 @@ func result[T any](v T, err error) (uint32, []byte) {
 func ok(v any) (uint32, []byte) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fail(fmt.Errorf("encode result: %w", err))
+		return fail(Errorf(abi.ClassPlugin, "encode result: %w", err))
 	}
 	return abi.StatusOK, b
 }

@@ -16,8 +16,9 @@ import (
 )
 
 type doctorCmd struct {
-	Image string `help:"Base image to look for." default:"proctor-base:bookworm" env:"PROCTOR_BASE_IMAGE"`
-	Dir   string `help:"Folder whose free disk space is checked (run directories go here)." default:"."`
+	Image  string `help:"Base image to look for." default:"proctor-base:bookworm" env:"PROCTOR_BASE_IMAGE"`
+	Dir    string `help:"Folder whose free disk space is checked (run directories go here)." default:"."`
+	Config string `help:"A run config whose sandbox backend is checked too (kubernetes: the cluster, permissions, network isolation)." type:"existingfile"`
 }
 
 type check struct {
@@ -49,6 +50,16 @@ func (c doctorCmd) Run(g *globals) error {
 		default:
 			checks = append(checks, check{name: "base image", ok: true, info: c.Image})
 			checks = append(checks, isolationChecks(ctx, c.Image)...)
+		}
+	}
+
+	if c.Config != "" {
+		rc, err := loadConfig(c.Config, nil)
+		if err != nil {
+			return err
+		}
+		if rc.Sandbox.Backend == "kubernetes" {
+			checks = append(checks, kubernetesChecks(g.ctx, rc, c.Image)...)
 		}
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/host/term"
 )
 
 type evalCmd struct {
@@ -32,8 +33,16 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 	if err != nil {
 		return err
 	}
-	opts = append(opts, hostrun.WithDir(out), hostrun.WithVersion(version), hostrun.WithNotices(notices(g.stderr)),
-		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration)))
+	return executeConfig(g, c, out, nil, opts...)
+}
+
+// executeConfig runs, or resumes, the run of c into out; wired, when not
+// nil, sees the run's parts before it starts; opts may replace the
+// defaults.
+func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.Parts), opts ...hostrun.Option) error {
+	// The caller's options come last: they may replace these.
+	opts = append([]hostrun.Option{hostrun.WithDir(out), hostrun.WithVersion(fullVersion()), hostrun.WithNotices(notices(g.stderr)),
+		hostrun.WithProgress(scheduler.NewProgress(g.stderr, isTTY(g.stderr), c.Run.ProgressInterval.Duration))}, opts...)
 	r, err := hostrun.Open(c, opts...)
 	if err != nil {
 		return err
@@ -44,12 +53,16 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 		return err
 	}
 	defer done()
+	if wired != nil {
+		wired(parts)
+	}
 	res, err := r.Execute(g.ctx, parts)
 	if res == nil {
 		return err
 	}
 	fmt.Fprintf(g.stdout, "run %s: %s\n", res.RunID, res.Dir)
 	report.Write(g.stdout, res.Summary, "text")
+	printServed(g.stdout, res.Dir)
 	switch n := res.Summary.Outcomes[rundir.OutcomeInfraError]; {
 	case err != nil:
 		return err
@@ -67,10 +80,10 @@ func execute(g *globals, path string, sets []string, out string, opts ...hostrun
 func notices(w io.Writer) func(hostrun.Notice) {
 	return func(n hostrun.Notice) {
 		if n.Level == "" {
-			fmt.Fprintf(w, "proctor: %s\n", n.Text)
+			fmt.Fprintf(w, "proctor: %s\n", term.Text(n.Text))
 			return
 		}
-		fmt.Fprintf(w, "proctor: %s: %s\n", n.Level, n.Text)
+		fmt.Fprintf(w, "proctor: %s: %s\n", n.Level, term.Text(n.Text))
 	}
 }
 
@@ -102,13 +115,27 @@ func (t tasksCmd) Run(g *globals) error {
 	if err != nil {
 		return &fault.Usage{Err: fmt.Errorf("load tasks: %w", err)}
 	}
+	broken := 0
 	for _, tk := range tasks {
-		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", tk.ID, tk.Category, tk.Difficulty, tk.AgentTimeout)
+		if tk.Broken != "" {
+			broken++
+			fmt.Fprintf(g.stdout, "%s\t%s\t%s\tbroken: %s\n", term.Line(tk.ID), term.Line(tk.Category), term.Line(tk.Difficulty), term.Line(tk.Broken))
+			continue
+		}
+		timeout := tk.AgentTimeout
+		if timeout == 0 {
+			timeout = c.Run.AgentTimeout.Duration
+		}
+		fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\n", term.Line(tk.ID), term.Line(tk.Category), term.Line(tk.Difficulty), timeout)
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(g.stderr, "skipped %s: %s\n", s.ID, s.Reason)
+		fmt.Fprintf(g.stderr, "skipped %s: %s\n", term.Line(s.ID), term.Text(s.Reason))
 	}
-	fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	if broken > 0 {
+		fmt.Fprintf(g.stderr, "%d tasks, %d of them broken (their rollouts will be infra errors)\n", len(tasks), broken)
+	} else {
+		fmt.Fprintf(g.stderr, "%d tasks\n", len(tasks))
+	}
 	return nil
 }
 
@@ -119,12 +146,13 @@ type reportCmd struct {
 }
 
 func (r reportCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(r.Dir, rundir.ResultsFile)); err != nil {
-		return &fault.Usage{Err: fmt.Errorf("%s has no %s", r.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	release, err := readRun(g, r.Dir, "report", true)
+	if err != nil {
+		return err
 	}
+	defer release()
 	// Read, not Open: the run may still be writing to the directory.
 	var buf bytes.Buffer
-	var err error
 	if r.Format == "html" {
 		err = report.WriteHTML(&buf, r.Dir, report.HTMLOptions{})
 	} else {
@@ -147,17 +175,43 @@ func (r reportCmd) Run(g *globals) error {
 	return nil
 }
 
+// readRun opens the run directory dir for a reader (command): it must
+// hold a run, and the reader takes its shared lock, which a run being
+// written does not refuse. With note, it says when a writer is still at
+// work, so what is read is the run so far. release drops the lock.
+func readRun(g *globals, dir, command string, note bool) (release func(), err error) {
+	if _, err := os.Stat(filepath.Join(dir, rundir.ResultsFile)); err != nil {
+		return nil, &fault.Usage{Err: fmt.Errorf("%s has no %s", dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	}
+	l, err := rundir.LockShared(dir, command)
+	if err != nil {
+		return nil, &fault.Infra{Err: err}
+	}
+	if w, ok := rundir.Writer(dir); ok && note {
+		fmt.Fprintf(g.stderr, "proctor: note: %s is still writing this run: what follows is the run so far\n", w)
+	}
+	return func() { l.Unlock() }, nil
+}
+
 type sandboxCmd struct {
-	Prune pruneCmd `cmd:"" help:"Remove sandboxes left by killed runs."`
+	Prune          pruneCmd   `cmd:"" help:"Remove sandboxes left by killed runs."`
+	SeccompProfile seccompCmd `cmd:"" name:"seccomp-profile" help:"Print the seccomp profile of isolated sandboxes, for Kubernetes nodes (docs/kubernetes.md)."`
 }
 
 type pruneCmd struct {
-	RunID string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	RunID  string `name:"run" help:"Only the sandboxes of this run id (see manifest.json)."`
+	Config string `help:"A run config: prune in the sandbox backend it names (a Kubernetes namespace, say) instead of the local Docker engine." type:"existingfile"`
 }
 
 func (p pruneCmd) Run(g *globals) error {
 	c := &config.Config{}
 	c.Sandbox.Backend = "docker"
+	if p.Config != "" {
+		var err error
+		if c, err = loadConfig(p.Config, nil); err != nil {
+			return err
+		}
+	}
 	_, prune, err := backend(g.ctx, c)
 	if err != nil {
 		return err

@@ -54,9 +54,11 @@ func (e exportCmd) messagesPath() string {
 func (e exportCmd) Run(g *globals) error {
 	// A directory that is not a run is the user's mistake, told before
 	// any output file is made.
-	if _, err := os.Stat(filepath.Join(e.Dir, rundir.ResultsFile)); err != nil {
-		return &fault.Usage{Err: fmt.Errorf("%s has no %s", e.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	release, err := readRun(g, e.Dir, "export", true)
+	if err != nil {
+		return err
 	}
+	defer release()
 	if e.Messages != "" && e.Format != "atropos" {
 		return &fault.Usage{Err: fmt.Errorf("--messages is for --format atropos, not %s", e.Format), Hint: "drop --messages: only Atropos groups are split by whether they have token ids"}
 	}
@@ -65,7 +67,6 @@ func (e exportCmd) Run(g *globals) error {
 	}
 	f := export.Filter{MinReward: e.MinReward, DropEqualScores: e.DropEqualScores, MaxTokens: e.MaxTokens}
 	st := exportStats{droppedBy: map[string]int{}, skipped: map[string]int{}}
-	var err error
 	switch e.Format {
 	case "atif":
 		if e.Out == "" {

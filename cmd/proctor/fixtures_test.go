@@ -103,6 +103,11 @@ func TestTB2Datasets(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(root, "tasks"))
 	var rows []tb2Row
 	for _, e := range entries {
+		if e.Name() == "harbor-example" {
+			// Its point is task.toml (users, env tables), which rows of
+			// this layout do not carry.
+			continue
+		}
 		dir := filepath.Join(root, "tasks", e.Name())
 		ins, _ := os.ReadFile(filepath.Join(dir, "instruction.md"))
 		toml, _ := os.ReadFile(filepath.Join(dir, "task.toml"))

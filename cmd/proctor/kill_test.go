@@ -57,6 +57,16 @@ func TestKillAndResume(t *testing.T) {
 		t.Log("no containers in flight at the kill")
 	}
 
+	resumeOnce(t, bin, dir, out, 16)
+	if n := containers(t, man.RunID); n != 0 {
+		t.Errorf("%d containers of the run left after the resume", n)
+	}
+}
+
+// resumeOnce resumes the run in dir into out and checks that each of the
+// want (task, attempt) identities is recorded exactly once, and passed.
+func resumeOnce(t *testing.T, bin, dir, out string, want int) {
+	t.Helper()
 	res := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	if b, err := res.CombinedOutput(); err != nil {
 		t.Fatalf("resume: %v\n%s", err, b)
@@ -70,22 +80,23 @@ func TestKillAndResume(t *testing.T) {
 		var r struct {
 			TaskID  string `json:"task_id"`
 			Attempt int    `json:"attempt"`
+			Outcome string `json:"outcome"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("bad line %q: %v", sc.Text(), err)
 		}
 		seen[fmt.Sprintf("%s#%d", r.TaskID, r.Attempt)]++
+		if r.Outcome != "passed" {
+			t.Errorf("%s#%d: %s", r.TaskID, r.Attempt, r.Outcome)
+		}
 	}
-	if len(seen) != 16 {
-		t.Errorf("%d identities recorded, want 16", len(seen))
+	if len(seen) != want {
+		t.Errorf("%d identities recorded, want %d", len(seen), want)
 	}
 	for id, n := range seen {
 		if n != 1 {
 			t.Errorf("%s recorded %d times", id, n)
 		}
-	}
-	if n := containers(t, man.RunID); n != 0 {
-		t.Errorf("%d containers of the run left after the resume", n)
 	}
 }
 

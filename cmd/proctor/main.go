@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,16 +16,72 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/term"
+	"github.com/proctor-dev/proctor/sdk"
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// version is set at link time (-ldflags "-X main.version=...").
-var version = "dev"
+// version is proctor's version: set at link time (make build: -ldflags
+// "-X main.linkVersion=$(git describe --tags --always --dirty)"), or else
+// the module version go build stamps from the checkout
+// (v0.0.0-DATE-REVISION, +dirty with uncommitted changes), or else "dev"
+// (go run, go test). revision is the commit built from, the same ways
+// (-X main.linkRevision=..., or go build's vcs.revision).
+var version, revision = stamp(linkVersion, linkRevision, buildInfo())
+
+// Set by -ldflags "-X main.linkVersion=... -X main.linkRevision=...".
+var linkVersion, linkRevision string
+
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
+}
+
+// stamp derives the version and the VCS revision from the link-time
+// version and the build information.
+func stamp(link, linkRev string, bi *debug.BuildInfo) (version, revision string) {
+	version = link
+	if linkRev != "" || bi == nil {
+		return cmp.Or(version, "dev"), linkRev
+	}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
+	}
+	version = cmp.Or(version, "dev")
+	if revision != "" && modified {
+		revision += "+dirty"
+	}
+	return version, revision
+}
+
+// fullVersion is the version with the revision when the version does not
+// already name it, as the run manifest records it.
+func fullVersion() string {
+	short := revision
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	if short == "" || strings.Contains(version, short) {
+		return version
+	}
+	return version + " (" + revision + ")"
+}
 
 // Exit codes, documented in docs/cli.md.
 const (
@@ -40,6 +97,7 @@ type cli struct {
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
+	Serve   serveCmd   `cmd:"" help:"Serve scored groups to an RL trainer live, as an environment of Atropos' rollout API."`
 	Tasks   tasksCmd   `cmd:"" help:"List the tasks a config selects."`
 	Report  reportCmd  `cmd:"" help:"Print the report of a run directory."`
 	Export  exportCmd  `cmd:"" help:"Write a run's rollouts as training data: Atropos groups, SFT chat JSONL or ATIF."`
@@ -98,7 +156,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 	// Commands that run rollouts say what a Ctrl-C does to them.
 	note := "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)"
-	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") {
+	if cmd := kctx.Command(); !strings.HasPrefix(cmd, "eval") && !strings.HasPrefix(cmd, "process") && !strings.HasPrefix(cmd, "serve") {
 		note = "proctor: interrupted: stopping (Ctrl-C again to exit at once)"
 	}
 	ctx, stop := interruptContext(stderr, note)
@@ -150,7 +208,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.Is(err, errSomeFailed):
+	case errors.Is(err, errSomeFailed), errors.Is(err, errChecksFailed):
 		return exitRolloutsErr
 	case fault.IsUsage(err):
 		return exitUsage
@@ -160,12 +218,13 @@ func exitCode(err error) int {
 }
 
 // printError writes the age-style message: "proctor: error: ..." and, when
-// the error carries one, "proctor: hint: ...".
+// the error carries one, "proctor: hint: ...", with what plugins and
+// datasets wrote in it made safe for a terminal.
 func printError(w io.Writer, err error) {
 	msg := strings.TrimSpace(err.Error())
-	fmt.Fprintf(w, "proctor: error: %s\n", msg)
+	fmt.Fprintf(w, "proctor: error: %s\n", term.Text(msg))
 	if hint := fault.Hint(err); hint != "" {
-		fmt.Fprintf(w, "proctor: hint: %s\n", hint)
+		fmt.Fprintf(w, "proctor: hint: %s\n", term.Text(hint))
 	}
 }
 
@@ -179,5 +238,12 @@ type versionCmd struct{}
 
 func (versionCmd) Run(g *globals) error {
 	fmt.Fprintf(g.stdout, "proctor %s\n", version)
+	if revision != "" {
+		fmt.Fprintf(g.stdout, "revision %s\n", revision)
+	}
+	fmt.Fprintf(g.stdout, "abi      v%d.%d\nsdk      go %s\n", abi.Version, abi.Minor, sdk.Version)
+	if bi := buildInfo(); bi != nil {
+		fmt.Fprintf(g.stdout, "go       %s\n", bi.GoVersion)
+	}
 	return nil
 }

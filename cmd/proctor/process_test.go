@@ -269,7 +269,7 @@ func checkAlignment(t *testing.T, i int, tr *agent.Trajectory, tokens, masks []i
 	}
 }
 
-func lines(t *testing.T, path string) []string {
+func lines(t testing.TB, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -55,6 +55,9 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			}
 			sp.Complete = complete
 		}
+		if err := sp.CheckConfig(ctx); err != nil {
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: config: %w", key, err), Hint: "fix the config of that [[reward]] table; proctor plugin inspect shows the plugin's config schema"}
+		}
 		scorers = append(scorers, sp)
 		infos = append(infos, pluginInfo(rw.Name, p))
 	}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/python"
@@ -47,6 +53,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("JUDGE_WASM", wasmtest.Build(t, "./plugins/judge"))
 			env.Setenv("LOUD_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/loud"))
 			env.Setenv("MAYBEJUDGE_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/maybejudge"))
+			env.Setenv("HOSTILE_WASM", wasmtest.Build(t, "./cmd/proctor/testdata/plugins/hostile"))
 			if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" && !dockerAvailable() {
 				return errors.New("PROCTOR_REQUIRE_DOCKER=1 but no Docker engine answers: run `make engine`")
 			}
@@ -54,8 +61,20 @@ func TestScripts(t *testing.T) {
 				return fmt.Errorf("PROCTOR_REQUIRE_PYTHON=1 but %v: run `make python-runtime`", pyErr)
 			}
 			env.Setenv("PROCTOR_PYTHON_RUNTIME", pyRuntime)
+			if kubernetesAvailable() {
+				// Images built from a task's context go to a loopback
+				// registry the cluster pulls from over plain HTTP.
+				env.Setenv("K8S_REGISTRY", ocitest.Start(t).Addr+"/proctor")
+			} else if os.Getenv("PROCTOR_REQUIRE_KUBERNETES") == "1" {
+				return errors.New("PROCTOR_REQUIRE_KUBERNETES=1 but no Kubernetes cluster answers: run `make k8s-up` and export the KUBECONFIG it prints")
+			}
 			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(os.TempDir(), "proctor-test-cache"))
-			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME"} {
+			// plugin new's scripts build Go modules: the go command needs
+			// its caches (and no network: GOPROXY=off in those scripts).
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
+			for _, k := range []string{"PROCTOR_REQUIRE_DOCKER", "PROCTOR_BASE_IMAGE", "PROCTOR_WARDEN", "DOCKER_HOST", "HOME", "KUBECONFIG"} {
 				if v, ok := os.LookupEnv(k); ok {
 					env.Setenv(k, v)
 				}
@@ -68,8 +87,39 @@ func TestScripts(t *testing.T) {
 				return dockerAvailable(), nil
 			case "python":
 				return pyErr == nil, nil
+			case "bridge":
+				// The engine has a default bridge network (this
+				// machine's runs with --bridge=none).
+				return exec.Command("docker", "network", "inspect", "bridge").Run() == nil, nil
+			case "kubernetes":
+				return kubernetesAvailable(), nil
 			}
 			return false, nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"httpserve": httpServe},
 	})
 }
+
+// httpServe starts an HTTP server on 127.0.0.1 for the rest of the script,
+// answering "reachable" to every request, and sets $SERVER_URL to its URL.
+func httpServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: httpserve")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reachable") })}
+	go srv.Serve(l)
+	ts.Defer(func() { srv.Close() })
+	ts.Setenv("SERVER_URL", "http://"+l.Addr().String()+"/")
+}
+
+// goEnv is where the go command keeps its caches and finds its toolchain.
+var goEnv = sync.OnceValue(func() map[string]string {
+	out, err := exec.Command("go", "env", "-json", "GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT").Output()
+	m := map[string]string{}
+	if err == nil {
+		json.Unmarshal(out, &m)
+	}
+	return m
+})

@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/fault"
-	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
@@ -25,9 +22,11 @@ type viewCmd struct {
 }
 
 func (v viewCmd) Run(g *globals) error {
-	if _, err := os.Stat(filepath.Join(v.Dir, rundir.ResultsFile)); err != nil {
-		return &fault.Usage{Err: fmt.Errorf("%s has no %s", v.Dir, rundir.ResultsFile), Hint: "give the directory a run wrote (runs/<name>)"}
+	release, err := readRun(g, v.Dir, "view", false)
+	if err != nil {
+		return err
 	}
+	defer release()
 	ln, err := listenView(v.Addr, v.AllowRemote)
 	if err != nil {
 		return err

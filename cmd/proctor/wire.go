@@ -84,17 +84,35 @@ func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Lo
 		rt.Close(ctx)
 		return nil, nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
 	}
-	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf"))}
+	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf")), Named: c.Named()}
 	e := &env.Plugin{
-		Wasm:             p.Plugin,
-		Config:           c.PluginConfig(),
-		Dataset:          ds.Read,
-		Repos:            repocache.New(filepath.Join(cacheDir(), "repos")),
-		Info:             abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
-		AllowHostNetwork: c.Sandbox.Network == "host",
-		Log:              slog.Default(),
+		Wasm:    p.Plugin,
+		Config:  c.PluginConfig(),
+		Dataset: namedDatasets(ds, c.Env.Plugin),
+		Repos:   repocache.New(filepath.Join(cacheDir(), "repos")),
+		Info:    abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
+		Network: c.Sandbox.Network,
+		Log:     slog.Default(),
+	}
+	if err := e.CheckConfig(ctx); err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, &fault.Usage{Err: fmt.Errorf("[env.config]: %w", err), Hint: "fix [env.config]; proctor plugin inspect shows the plugin's config schema"}
 	}
 	return e, p, rt, nil
+}
+
+// namedDatasets serves dataset.read from ds, which serves only what the
+// config names. A refusal is the plugin's denied operation, and the user
+// hears of it even when the plugin swallows the error.
+func namedDatasets(ds *dataset.Reader, plugin string) func(context.Context, abi.DatasetRequest) (abi.DatasetResponse, error) {
+	return func(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error) {
+		resp, err := ds.Read(ctx, req)
+		if de := (*dataset.DeniedError)(nil); errors.As(err, &de) {
+			slog.Warn("a plugin asked for a dataset the config does not name: refused", "plugin", plugin, "source", req.Source)
+			return resp, &wasm.OpError{Status: abi.StatusDenied, Err: err}
+		}
+		return resp, err
+	}
 }
 
 // wire builds the parts of a run of c: the sandbox backend, the
@@ -110,6 +128,9 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		return parts, nil, err
 	}
 	done = func() { rt.Close(context.WithoutCancel(ctx)) }
+	if nd, ok := be.(interface{ NoDefaultNetwork(context.Context) string }); ok && c.Sandbox.Network == config.NetworkAuto {
+		e.NoDefaultNetwork = nd.NoDefaultNetwork(ctx)
+	}
 	// One limiter for the run: [model] max_concurrent_requests counts the
 	// agent's requests and the judges' together.
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
@@ -137,6 +158,12 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 	switch c.Sandbox.Backend {
 	case "local":
 		return local.Backend{}, local.Backend{}.Prune, nil
+	case "kubernetes":
+		b, err := kubernetesBackend(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b.Prune, nil
 	default:
 		b, err := docker.New(docker.WithIsolation(c.Sandbox.Isolated()))
 		if err == nil {
@@ -157,7 +184,10 @@ func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 	switch c.Agent.Kind {
 	case "oracle":
 		return agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
-			tr, err := agent.Oracle(ctx, in.Oracle)
+			tr, err := agent.Oracle(ctx, func(ctx context.Context) (agent.OracleRun, error) {
+				res, err := in.Oracle(ctx)
+				return agent.OracleRun{Output: res.Output, ExitCode: res.ExitCode}, err
+			})
 			if errors.Is(err, scheduler.ErrNoOracle) {
 				err = scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("the environment has no oracle for task %s", in.Task.ID))
 			}

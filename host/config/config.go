@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // Config is a whole run configuration.
@@ -32,6 +35,7 @@ type Config struct {
 	Env     Env      `toml:"env" json:"env"`
 	Reward  []Reward `toml:"reward" json:"reward,omitempty"`
 	Process Process  `toml:"process" json:"process"`
+	Serve   Serve    `toml:"serve" json:"serve"`
 
 	// Path is the config file; BaseDir resolves relative paths in it.
 	Path    string `toml:"-" json:"-"`
@@ -98,6 +102,93 @@ type Process struct {
 	MaxTokens int `toml:"max_tokens" json:"max_tokens,omitempty"`
 }
 
+// Serve is the [serve] section: proctor serve, proctor as a live
+// environment of Atropos' rollout API. Groups are shaped and filtered by
+// [process]; these keys say how the environment meets the trainer. Their
+// names and defaults are those of Atropos' BaseEnvConfig
+// (atroposlib/envs/base.py) where it has the setting.
+type Serve struct {
+	// API is the rollout API's URL (Atropos' rollout_server_url).
+	API string `toml:"api" json:"api"`
+	// Name is the name the environment registers under (desired_name;
+	// default run.name). The API answers with it and a number: name_0.
+	Name string `toml:"name" json:"name,omitempty"`
+	// Weight is the environment's share of the batches against other
+	// environments (inference_weight, default 1).
+	Weight *float64 `toml:"weight" json:"weight,omitempty"`
+	// MinBatchAllocation is the smallest fraction of each batch kept
+	// for this environment's groups (0 to 1; unset: none).
+	MinBatchAllocation *float64 `toml:"min_batch_allocation" json:"min_batch_allocation,omitempty"`
+	// MaxTokenLength is the token length registered with the API, which
+	// weighs environments against each other (default [process]
+	// max_tokens, else Atropos' 2048).
+	MaxTokenLength int `toml:"max_token_length" json:"max_token_length"`
+	// MaxBatchesOffpolicy stops generation while the API holds this many
+	// batches the trainer has not taken (default 3; -1: never stop).
+	MaxBatchesOffpolicy int `toml:"max_batches_offpolicy" json:"max_batches_offpolicy"`
+	// MaxGroups is how many groups run at once (Atropos' max_num_workers;
+	// default run.concurrency / group_size, at least 1).
+	MaxGroups int `toml:"max_groups" json:"max_groups"`
+	// TotalSteps ends serving once the trainer is this many steps in,
+	// counting the batches queued (0: the trainer's num_steps).
+	TotalSteps int `toml:"total_steps" json:"total_steps,omitempty"`
+	// Epochs is how many times every task is served (0: until the
+	// trainer's steps are done).
+	Epochs int `toml:"epochs" json:"epochs,omitempty"`
+	// StepsPerEval runs an evaluation every this many trainer steps (0:
+	// none).
+	StepsPerEval int `toml:"steps_per_eval" json:"steps_per_eval,omitempty"`
+	// EvalHandling is what training does while an evaluation runs:
+	// STOP_TRAIN, LIMIT_TRAIN (eval_limit_ratio of max_groups) or NONE.
+	EvalHandling   string  `toml:"eval_handling" json:"eval_handling"`
+	EvalLimitRatio float64 `toml:"eval_limit_ratio" json:"eval_limit_ratio"`
+	// IncludeMessages sends each rollout's chat messages with its group.
+	IncludeMessages bool `toml:"include_messages" json:"include_messages"`
+	// OnInterrupt is what Ctrl-C does to the groups running: "drop" (stop
+	// them; a restart runs them again) or "finish" (let them finish and
+	// send them).
+	OnInterrupt string `toml:"on_interrupt" json:"on_interrupt"`
+	// DrainTimeout bounds the sending of whole groups after Ctrl-C or at
+	// the end; what is not sent by then waits in the index for the next
+	// start.
+	DrainTimeout Duration  `toml:"drain_timeout" json:"drain_timeout"`
+	Eval         ServeEval `toml:"eval" json:"eval"`
+}
+
+// ServeEval is [serve.eval]: the evaluation proctor serve runs every
+// steps_per_eval steps.
+type ServeEval struct {
+	// Config is laid over [env.config] for the evaluation's tasks (a
+	// held-out split, other task ids).
+	Config map[string]any `toml:"config" json:"config,omitempty"`
+	// Attempts per task (default 1).
+	Attempts int `toml:"attempts" json:"attempts"`
+	// Concurrency is the evaluation's rollouts at once (Atropos'
+	// max_eval_workers; default run.concurrency).
+	Concurrency int `toml:"concurrency" json:"concurrency"`
+}
+
+// Eval handling modes of [serve] eval_handling (Atropos' EvalHandlingEnum).
+const (
+	EvalStopTrain  = "STOP_TRAIN"
+	EvalLimitTrain = "LIMIT_TRAIN"
+	EvalNone       = "NONE"
+)
+
+// EvalConfig is the plugin config of the serve evaluation's tasks:
+// [env.config] with [serve.eval] config laid over it, key by key.
+func (c *Config) EvalConfig() json.RawMessage {
+	m := make(map[string]any, len(c.Env.Config)+len(c.Serve.Eval.Config))
+	for k, v := range c.Env.Config {
+		m[k] = v
+	}
+	for k, v := range c.Serve.Eval.Config {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
 // Prices are US dollars per million tokens.
 type Prices struct {
 	InputPerMTok       float64 `toml:"input_per_mtok" json:"input_per_mtok"`
@@ -120,7 +211,11 @@ type Agent struct {
 
 // Sandbox is the [sandbox] section.
 type Sandbox struct {
-	Backend  string  `toml:"backend" json:"backend"`
+	Backend string `toml:"backend" json:"backend"`
+	// Network is what a task that asks for the internet gets: NetworkAuto
+	// (the default) the backend's ordinary network, "host" the host's,
+	// "none" nothing (the record of each such rollout says it was
+	// withheld). A task that does not ask gets none in every mode.
 	Network  string  `toml:"network" json:"network"`
 	CPUs     float64 `toml:"cpus" json:"cpus,omitempty"`
 	MemoryMB int64   `toml:"memory_mb" json:"memory_mb,omitempty"`
@@ -135,7 +230,42 @@ type Sandbox struct {
 	// refuse the capability, and then tasks with private verifier folders
 	// cannot run.
 	Isolation *bool `toml:"isolation" json:"isolation,omitempty"`
+	// Kubernetes is [sandbox.kubernetes], for backend = "kubernetes".
+	Kubernetes *Kubernetes `toml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
 }
+
+// Kubernetes is the [sandbox.kubernetes] section (docs/kubernetes.md).
+type Kubernetes struct {
+	Kubeconfig       string            `toml:"kubeconfig" json:"kubeconfig,omitempty"`
+	Context          string            `toml:"context" json:"context,omitempty"`
+	Namespace        string            `toml:"namespace" json:"namespace,omitempty"`
+	NodeSelector     map[string]string `toml:"node_selector" json:"node_selector,omitempty"`
+	Tolerations      []Toleration      `toml:"tolerations" json:"tolerations,omitempty"`
+	RuntimeClass     string            `toml:"runtime_class" json:"runtime_class,omitempty"`
+	ImagePullSecrets []string          `toml:"image_pull_secrets" json:"image_pull_secrets,omitempty"`
+	ServiceAccount   string            `toml:"service_account" json:"service_account,omitempty"`
+	QPS              float64           `toml:"qps" json:"qps,omitempty"`
+	Burst            int               `toml:"burst" json:"burst,omitempty"`
+	Registry         string            `toml:"registry" json:"registry,omitempty"`
+	RequestFraction  float64           `toml:"request_fraction" json:"request_fraction,omitempty"`
+	ScheduleTimeout  Duration          `toml:"schedule_timeout" json:"schedule_timeout"`
+	ActiveDeadline   Duration          `toml:"active_deadline" json:"active_deadline"`
+	// SeccompProfile is the Localhost seccomp profile isolated pods ask
+	// for, relative to the kubelet's seccomp folder.
+	SeccompProfile string `toml:"seccomp_profile" json:"seccomp_profile,omitempty"`
+}
+
+// Toleration is one of [sandbox.kubernetes] tolerations.
+type Toleration struct {
+	Key      string `toml:"key" json:"key,omitempty"`
+	Operator string `toml:"operator" json:"operator,omitempty"`
+	Value    string `toml:"value" json:"value,omitempty"`
+	Effect   string `toml:"effect" json:"effect,omitempty"`
+	Seconds  *int64 `toml:"seconds" json:"seconds,omitempty"`
+}
+
+// NetworkAuto is [sandbox] network's default.
+const NetworkAuto = "auto"
 
 // Isolated reports whether sandboxes keep the agent apart (the default).
 func (s Sandbox) Isolated() bool { return s.Isolation == nil || *s.Isolation }
@@ -298,6 +428,9 @@ func checkKeys(m map[string]any, t reflect.Type, prefix, file string, data []byt
 	for _, k := range slices.Sorted(mapsKeys(m)) {
 		full := strings.TrimPrefix(prefix+"."+k, ".")
 		ft, ok := valid[k]
+		if ok && ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
 		if !ok {
 			e := &Error{File: file, Key: full, Msg: "unknown key"}
 			if data != nil {
@@ -328,6 +461,16 @@ func checkKeys(m map[string]any, t reflect.Type, prefix, file string, data []byt
 				for _, item := range v {
 					if err := checkKeys(item, ft.Elem(), full, file, data); err != nil {
 						return err
+					}
+				}
+			}
+		case []any: // an array of inline tables
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				for _, item := range v {
+					if item, ok := item.(map[string]any); ok {
+						if err := checkKeys(item, ft.Elem(), full, file, data); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -494,7 +637,7 @@ func (c *Config) defaults() {
 		c.Sandbox.Backend = "docker"
 	}
 	if c.Sandbox.Network == "" {
-		c.Sandbox.Network = "none"
+		c.Sandbox.Network = NetworkAuto
 	}
 	if c.Env.Grants == nil {
 		c.Env.Grants = DefaultGrants
@@ -511,6 +654,7 @@ func (c *Config) defaults() {
 	if c.Process.GroupSize == 0 {
 		c.Process.GroupSize = 8
 	}
+	c.serveDefaults()
 	for i := range c.Reward {
 		rw := &c.Reward[i]
 		if rw.Weight == nil {
@@ -520,6 +664,51 @@ func (c *Config) defaults() {
 		if rw.Grants == nil {
 			rw.Grants = DefaultRewardGrants
 		}
+	}
+}
+
+func (c *Config) serveDefaults() {
+	s := &c.Serve
+	if s.API == "" {
+		s.API = "http://localhost:8000" // Atropos' rollout_server_url
+	}
+	if s.Name == "" {
+		s.Name = c.Run.Name
+	}
+	if s.Weight == nil {
+		one := 1.0
+		s.Weight = &one
+	}
+	if s.MaxTokenLength == 0 {
+		s.MaxTokenLength = 2048
+		if c.Process.MaxTokens > 0 {
+			s.MaxTokenLength = c.Process.MaxTokens
+		}
+	}
+	if s.MaxBatchesOffpolicy == 0 {
+		s.MaxBatchesOffpolicy = 3
+	}
+	if s.MaxGroups == 0 {
+		s.MaxGroups = max(1, c.Run.Concurrency/max(c.Process.GroupSize, 1))
+	}
+	if s.EvalHandling == "" {
+		s.EvalHandling = EvalStopTrain
+	}
+	s.EvalHandling = strings.ToUpper(s.EvalHandling) // pydantic's enum takes the value; be kind to case
+	if s.EvalLimitRatio == 0 {
+		s.EvalLimitRatio = 0.5
+	}
+	if s.OnInterrupt == "" {
+		s.OnInterrupt = "drop"
+	}
+	if s.DrainTimeout.Duration == 0 {
+		s.DrainTimeout.Duration = time.Minute
+	}
+	if s.Eval.Attempts == 0 {
+		s.Eval.Attempts = 1
+	}
+	if s.Eval.Concurrency == 0 {
+		s.Eval.Concurrency = c.Run.Concurrency
 	}
 }
 
@@ -546,7 +735,12 @@ func (c *Config) validate(data []byte) error {
 		}
 		return nil
 	}
+	if err := checkName(c.Run.Name); err != nil {
+		return bad("run.name", err.Error(), "run.name is a folder inside run.out_dir: to write elsewhere, set run.out_dir or --out")
+	}
 	switch {
+	case c.Env.MemoryMB > MaxPluginMemoryMB:
+		return bad("env.memory_mb", fmt.Sprintf("%d is over %d", c.Env.MemoryMB, MaxPluginMemoryMB), "a plugin is a 32-bit WebAssembly module: it can address at most 4 GiB")
 	case c.Run.Concurrency < 1:
 		return bad("run.concurrency", "must be at least 1", "")
 	case c.Run.Attempts < 1:
@@ -565,10 +759,13 @@ func (c *Config) validate(data []byte) error {
 	if c.Agent.TerminalTimeout < 0 {
 		return bad("agent.terminal_timeout", fmt.Sprintf("terminal_timeout is %d", c.Agent.TerminalTimeout), "give seconds, e.g. 300 as hermes' Terminal-Bench 2 environment uses")
 	}
-	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local"); err != nil {
+	if err := oneOf("sandbox.backend", c.Sandbox.Backend, "docker", "local", "kubernetes"); err != nil {
 		return err
 	}
-	if err := oneOf("sandbox.network", c.Sandbox.Network, "none", "host"); err != nil {
+	if err := c.validateKubernetes(bad, oneOf); err != nil {
+		return err
+	}
+	if err := oneOf("sandbox.network", c.Sandbox.Network, NetworkAuto, "none", "host"); err != nil {
 		return err
 	}
 	switch {
@@ -603,6 +800,17 @@ func (c *Config) validate(data []byte) error {
 	case c.Process.MaxTokens < 0:
 		return bad("process.max_tokens", "must not be negative", "0 means no limit")
 	}
+	if err := c.validateServe(bad, oneOf); err != nil {
+		return err
+	}
+	if err := checkGrants("env.grants", c.Env.Grants, bad); err != nil {
+		return err
+	}
+	for _, rw := range c.Reward {
+		if err := checkGrants("reward.grants", rw.Grants, bad); err != nil {
+			return err
+		}
+	}
 	names := map[string]bool{}
 	for _, rw := range c.Reward {
 		switch {
@@ -617,6 +825,123 @@ func (c *Config) validate(data []byte) error {
 	}
 	if c.Model.APIKeyEnv != "" && strings.ContainsAny(c.Model.APIKeyEnv, " -/") {
 		return bad("model.api_key_env", "must name an environment variable, not hold the key", "e.g. api_key_env = \"OPENAI_API_KEY\"")
+	}
+	if key, msg := checkNumbers(reflect.ValueOf(*c), ""); key != "" {
+		return bad(key, msg, "give a positive value, or leave the key out for its default")
+	}
+	return nil
+}
+
+// MaxPluginMemoryMB is the most memory a plugin instance can have: a
+// 32-bit WebAssembly module addresses 4 GiB.
+const MaxPluginMemoryMB = 4096
+
+// checkName refuses a run name that is not one folder's name: it would
+// put the run directory outside run.out_dir.
+func checkName(name string) error {
+	if name == "." || name == ".." || strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("%q is not a plain name", name)
+	}
+	return nil
+}
+
+// HTTPURL reports whether s is an http or https URL with a host.
+func HTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// validateServe checks [serve]; bad and oneOf make the errors.
+func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
+	s := c.Serve
+	if !HTTPURL(s.API) {
+		return bad("serve.api", fmt.Sprintf("%q is not an http(s) URL", s.API), `give the rollout API's address, e.g. api = "http://localhost:8000" (what run-api serves)`)
+	}
+	if err := oneOf("serve.eval_handling", s.EvalHandling, EvalStopTrain, EvalLimitTrain, EvalNone); err != nil {
+		return err
+	}
+	if err := oneOf("serve.on_interrupt", s.OnInterrupt, "drop", "finish"); err != nil {
+		return err
+	}
+	switch {
+	case math.IsNaN(*s.Weight) || math.IsInf(*s.Weight, 0) || *s.Weight <= 0:
+		return bad("serve.weight", "must be above 0", "the API divides by the weights of its environments; 1 is Atropos' default")
+	case s.MinBatchAllocation != nil && !(*s.MinBatchAllocation >= 0 && *s.MinBatchAllocation <= 1):
+		return bad("serve.min_batch_allocation", "must be between 0 and 1", "a fraction of each batch, e.g. 0.25")
+	case s.MaxTokenLength < 1:
+		return bad("serve.max_token_length", "must be at least 1", "")
+	case s.MaxBatchesOffpolicy < -1:
+		return bad("serve.max_batches_offpolicy", "must be -1 (never stop generating) or at least 1", "")
+	case s.MaxGroups < 1:
+		return bad("serve.max_groups", "must be at least 1", "")
+	case s.TotalSteps < 0:
+		return bad("serve.total_steps", "must not be negative", "0 takes the trainer's num_steps")
+	case s.Epochs < 0:
+		return bad("serve.epochs", "must not be negative", "0 serves the tasks until the trainer is done")
+	case s.StepsPerEval < 0:
+		return bad("serve.steps_per_eval", "must not be negative", "0 runs no evaluation")
+	case !(s.EvalLimitRatio > 0 && s.EvalLimitRatio <= 1):
+		return bad("serve.eval_limit_ratio", "must be above 0 and at most 1", "")
+	case s.DrainTimeout.Duration < 0:
+		return bad("serve.drain_timeout", "must not be negative", "")
+	case s.Eval.Attempts < 1:
+		return bad("serve.eval.attempts", "must be at least 1", "")
+	case s.Eval.Concurrency < 1:
+		return bad("serve.eval.concurrency", "must be at least 1", "")
+	}
+	return nil
+}
+
+// validateKubernetes checks [sandbox.kubernetes]; without the section the
+// backend takes everything from the kubeconfig.
+func (c *Config) validateKubernetes(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
+	k := c.Sandbox.Kubernetes
+	if k == nil {
+		return nil
+	}
+	if c.Sandbox.Backend != "kubernetes" {
+		return bad("sandbox.kubernetes", fmt.Sprintf("set, but the backend is %q", c.Sandbox.Backend), `set [sandbox] backend = "kubernetes", or remove the section`)
+	}
+	switch {
+	case k.RequestFraction < 0 || k.RequestFraction > 1:
+		return bad("sandbox.kubernetes.request_fraction", "must be between 0 and 1", "requests are this fraction of the limits; 0 means 1 (requests equal limits)")
+	case k.QPS < 0:
+		return bad("sandbox.kubernetes.qps", "must not be negative", "")
+	case k.Burst < 0:
+		return bad("sandbox.kubernetes.burst", "must not be negative", "")
+	case k.ScheduleTimeout.Duration < 0:
+		return bad("sandbox.kubernetes.schedule_timeout", "must not be negative", "")
+	case k.ActiveDeadline.Duration < 0:
+		return bad("sandbox.kubernetes.active_deadline", "must not be negative", "")
+	case k.SeccompProfile != "" && (strings.HasPrefix(k.SeccompProfile, "/") || slices.Contains(strings.Split(k.SeccompProfile, "/"), "..")):
+		return bad("sandbox.kubernetes.seccomp_profile", fmt.Sprintf("%q is not a path inside the kubelet's seccomp folder", k.SeccompProfile), `write it relative to that folder, e.g. seccomp_profile = "proctor-isolated.json"`)
+	case strings.Contains(k.Registry, "://"):
+		return bad("sandbox.kubernetes.registry", fmt.Sprintf("%q has a scheme", k.Registry), `write host[:port][/path], e.g. registry = "127.0.0.1:5001/proctor"`)
+	}
+	for _, t := range k.Tolerations {
+		if err := oneOf("sandbox.kubernetes.tolerations", t.Operator, "", "Equal", "Exists"); err != nil {
+			return err
+		}
+		if err := oneOf("sandbox.kubernetes.tolerations", t.Effect, "", "NoSchedule", "PreferNoSchedule", "NoExecute"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGrants refuses a grant that names no host operation, with the
+// closest one and the list of those that exist.
+func checkGrants(key string, grants []string, bad func(key, msg, hint string) error) error {
+	ops := abi.Ops()
+	for _, g := range grants {
+		if slices.Contains(ops, g) {
+			continue
+		}
+		hint := "the host operations are " + strings.Join(ops, ", ")
+		if best := closest(g, ops); best != "" {
+			hint = fmt.Sprintf("did you mean %q? %s", best, hint)
+		}
+		return bad(key, fmt.Sprintf("unknown capability %q", g), hint)
 	}
 	return nil
 }
@@ -648,8 +973,96 @@ func (c *Config) Hash() string {
 	return hex.EncodeToString(h[:])
 }
 
+// Named is every string [env.config] holds, in tables and arrays too: the
+// datasets (paths relative to the config file's folder, hf:// names) the
+// plugin may read through dataset.read, whichever keys name them.
+func (c *Config) Named() []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range slices.Sorted(mapsKeys(x)) {
+				walk(x[k])
+			}
+		}
+	}
+	walk(c.Env.Config)
+	return out
+}
+
 // PluginConfig is env.config as JSON, for the plugin.
 func (c *Config) PluginConfig() json.RawMessage {
 	b, _ := json.Marshal(c.Env.Config)
 	return b
+}
+
+// mayBeNegative are the numeric keys a negative value makes sense for:
+// weights (a penalty) and reward thresholds.
+var mayBeNegative = map[string]bool{"reward.weight": true, "env.reward_weight": true, "process.min_reward": true, "process.temperatures": true}
+
+// checkNumbers refuses a negative duration or number (but for the keys of
+// mayBeNegative) and a float that is not finite, anywhere in v (the
+// config): a negative timeout or scale would switch a limit off, nan or
+// inf (which TOML can write) would poison every sum. It returns the first
+// offending key and what is wrong with it.
+func checkNumbers(v reflect.Value, prefix string) (key, msg string) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := strings.TrimPrefix(prefix+"."+tag, ".")
+		if k, m := checkValue(v.Field(i), key); k != "" {
+			return k, m
+		}
+	}
+	return "", ""
+}
+
+func checkValue(f reflect.Value, key string) (string, string) {
+	if d, ok := f.Interface().(Duration); ok {
+		if d.Duration < 0 {
+			return key, fmt.Sprintf("%s is negative", d.Duration)
+		}
+		return "", ""
+	}
+	switch f.Kind() {
+	case reflect.Pointer:
+		if !f.IsNil() {
+			return checkValue(f.Elem(), key)
+		}
+	case reflect.Struct:
+		return checkNumbers(f, key)
+	case reflect.Slice:
+		for j := 0; j < f.Len(); j++ {
+			if k, m := checkValue(f.Index(j), key); k != "" {
+				return k, m
+			}
+		}
+	case reflect.Int, reflect.Int64:
+		if f.Int() < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%d is negative", f.Int())
+		}
+	case reflect.Float64:
+		x := f.Float()
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return key, fmt.Sprintf("%v is not a number", x)
+		}
+		if x < 0 && !mayBeNegative[key] {
+			return key, fmt.Sprintf("%v is negative", x)
+		}
+	}
+	return "", ""
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,6 +37,25 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nname='s'\n[[reward]]\nplugin='b.wasm'\nname='s'", "two [[reward]] tables are named", ""},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='a.wasm'\nwieght=1", "reward.wieght: unknown key", `"reward.weight"`},
 		{"[agent]\nkind='nop'\nterminal_timeout = -5\n[env]\nplugin='x'", "x.toml:3: agent.terminal_timeout", "300"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nnamespce='a'", "x.toml:8: sandbox.kubernetes.namespce: unknown key", `"sandbox.kubernetes.namespace"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\ntolerations=[{key='a', efect='NoSchedule'}]", "sandbox.kubernetes.tolerations.efect: unknown key", `"sandbox.kubernetes.tolerations.effect"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\ntolerations=[{key='a', effect='NoSchedul'}]", "sandbox.kubernetes.tolerations", `"NoSchedule"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='docker'\n[sandbox.kubernetes]\nnamespace='a'", "sandbox.kubernetes: set, but the backend is \"docker\"", `backend = "kubernetes"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nrequest_fraction=2", "x.toml:8: sandbox.kubernetes.request_fraction: must be between 0 and 1", ""},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nregistry='http://r:5000'", "sandbox.kubernetes.registry", "host[:port]"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernets'", "sandbox.backend", `"kubernetes"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[sandbox]\nbackend='kubernetes'\n[sandbox.kubernetes]\nseccomp_profile='../../etc/x.json'", "sandbox.kubernetes.seccomp_profile", "relative to that folder"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\napi='localhost:8000'", "x.toml:6: serve.api", "http://localhost:8000"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\neval_handling='STOP_TRIAN'", "serve.eval_handling", `"STOP_TRAIN"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\non_interrupt='finsh'", "serve.on_interrupt", `"finish"`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nweight=0.0", "serve.weight: must be above 0", "divides"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve]\nmin_batch_allocation=1.5", "serve.min_batch_allocation", "fraction"},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[serve.eval]\natempts=2", "serve.eval.atempts: unknown key", `"serve.eval.attempts"`},
+		// An unknown grant is refused, with the closest and every known one
+		// (it used to be kept, and suggested back in the grants hint).
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
@@ -72,6 +92,85 @@ func TestSetOverrides(t *testing.T) {
 	res, _ := c.Resolved()
 	if !strings.Contains(string(res), "max_turns = 7") {
 		t.Fatalf("resolved:\n%s", res)
+	}
+}
+
+// TestServeDefaults: [serve] takes Atropos' defaults, its name from the
+// run, and [serve.eval] config lies over [env.config] key by key.
+func TestServeDefaults(t *testing.T) {
+	c, err := Parse([]byte("[run]\nconcurrency = 16\n[agent]\nkind='nop'\n[env]\nplugin='x'\n[env.config]\ndataset='d'\nsplit='train'\n[process]\ngroup_size = 4\nmax_tokens = 4096\n[serve]\neval_handling='limit_train'\n[serve.eval.config]\nsplit='test'\n"), "/tmp/rl.toml", []string{"serve.api=http://127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Serve
+	if s.API != "http://127.0.0.1:9000" || s.Name != "rl" || *s.Weight != 1 || s.MaxBatchesOffpolicy != 3 || s.MaxGroups != 4 ||
+		s.MaxTokenLength != 4096 || s.EvalHandling != EvalLimitTrain || s.EvalLimitRatio != 0.5 || s.OnInterrupt != "drop" ||
+		s.Eval.Attempts != 1 || s.Eval.Concurrency != 16 || s.MinBatchAllocation != nil {
+		t.Fatalf("serve defaults: %+v", s)
+	}
+	if got := string(c.EvalConfig()); got != `{"dataset":"d","split":"test"}` {
+		t.Errorf("eval config %s", got)
+	}
+	if got := string(c.PluginConfig()); got != `{"dataset":"d","split":"train"}` {
+		t.Errorf("the eval's config leaked into env.config: %s", got)
+	}
+}
+
+// TestNetworkDefault: a task that asks for the internet gets the backend's
+// ordinary network unless the config says otherwise, as Harbor gives it.
+func TestNetworkDefault(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{{"", NetworkAuto}, {"sandbox.network=none", "none"}, {"sandbox.network=host", "host"}, {"sandbox.network=auto", "auto"}} {
+		var sets []string
+		if tc.set != "" {
+			sets = []string{tc.set}
+		}
+		c, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", sets)
+		if err != nil || c.Sandbox.Network != tc.want {
+			t.Errorf("%q: %v %q", tc.set, err, c.Sandbox.Network)
+		}
+	}
+}
+
+func TestKubernetesSection(t *testing.T) {
+	c, err := Parse([]byte(`[agent]
+kind = "nop"
+[env]
+plugin = "x"
+[sandbox]
+backend = "kubernetes"
+[sandbox.kubernetes]
+namespace = "evals"
+node_selector = { pool = "sandboxes" }
+tolerations = [{ key = "dedicated", operator = "Equal", value = "proctor", effect = "NoSchedule", seconds = 30 }]
+runtime_class = "gvisor"
+image_pull_secrets = ["regcred"]
+registry = "registry.example/proctor"
+request_fraction = 0.25
+schedule_timeout = "2m"
+`), "k.toml", []string{"sandbox.kubernetes.qps=20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Sandbox.Kubernetes
+	if k == nil || k.Namespace != "evals" || k.NodeSelector["pool"] != "sandboxes" || len(k.Tolerations) != 1 || *k.Tolerations[0].Seconds != 30 ||
+		k.RuntimeClass != "gvisor" || k.ImagePullSecrets[0] != "regcred" || k.QPS != 20 || k.RequestFraction != 0.25 || k.ScheduleTimeout.Minutes() != 2 {
+		t.Fatalf("%+v", k)
+	}
+	res, err := c.Resolved()
+	if err != nil || !strings.Contains(string(res), "[sandbox.kubernetes]") {
+		t.Fatalf("resolved: %v\n%s", err, res)
+	}
+	// A config without the section hashes as before it existed: runs
+	// made by earlier versions still resume.
+	d, err := Parse([]byte("[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "d.toml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := d.Resolved(); strings.Contains(string(res), "kubernetes") {
+		t.Fatalf("the docker config mentions kubernetes:\n%s", res)
+	}
+	if b, _ := json.Marshal(d.Sandbox); strings.Contains(string(b), "kubernetes") {
+		t.Fatalf("hashed config mentions kubernetes: %s", b)
 	}
 }
 

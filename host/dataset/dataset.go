@@ -37,20 +37,60 @@ import (
 // DefaultLimit is the page size when a request gives none.
 const DefaultLimit = 1000
 
-// Reader reads datasets for one run. It caches decoded files in memory so
-// paging through a large file decodes it once.
+// Bounds on what a dataset may make the host hold: a dataset comes from
+// people the user may not know.
+const (
+	// MaxRow bounds one row: a JSONL line, a decoded parquet row, the
+	// tar of a task folder.
+	MaxRow = 256 << 20
+	// MaxJSONFile bounds a .json file, which is decoded whole (JSONL and
+	// parquet are read row by row).
+	MaxJSONFile = 1 << 30
+	// MaxPage bounds the rows of one answer: a page ends early, at a row
+	// boundary (Next says where to go on), once it holds this much.
+	MaxPage = 32 << 20
+)
+
+// Reader reads datasets for one run. It serves only the datasets the run
+// names (Named): a plugin, which may come from anywhere, must not read the
+// user's files. It caches decoded files in memory so paging through a
+// large file decodes it once.
 type Reader struct {
 	// BaseDir resolves relative sources (the config file's folder).
 	BaseDir string
 	// Hub downloads hf:// datasets; nil refuses them.
 	Hub *Hub
+	// Named are what the run's config names, as written there: a local
+	// path (relative to BaseDir) is served when a request resolves to the
+	// same path, an hf://owner/name dataset at any revision. Nothing else
+	// is served.
+	Named []string
 
 	mu    sync.Mutex
 	cache map[string][]json.RawMessage
 }
 
+// DeniedError is a request for a dataset the run does not serve: one the
+// config does not name, or a folder no run serves whole.
+type DeniedError struct {
+	Source string // as the plugin asked
+	Path   string // where a local source resolves; "" for hf://
+	Why    string
+}
+
+func (e *DeniedError) Error() string {
+	s := fmt.Sprintf("dataset %q", e.Source)
+	if e.Path != "" && e.Path != e.Source {
+		s += " (" + e.Path + ")"
+	}
+	return s + " " + e.Why
+}
+
 // Read answers one dataset.read request.
 func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetResponse, error) {
+	if err := r.check(req.Source); err != nil {
+		return abi.DatasetResponse{}, err
+	}
 	rows, err := r.rows(ctx, req.Source, req.Split)
 	if err != nil {
 		return abi.DatasetResponse{}, err
@@ -60,12 +100,70 @@ func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetR
 		limit = DefaultLimit
 	}
 	off := min(max(req.Offset, 0), len(rows))
-	end := min(off+limit, len(rows))
+	end, size := off, 0
+	for end < len(rows) && end-off < limit && (end == off || size+len(rows[end]) <= MaxPage) {
+		size += len(rows[end])
+		end++
+	}
 	page := rows[off:end]
 	if len(req.Columns) > 0 {
 		page = project(page, req.Columns)
 	}
 	return abi.DatasetResponse{Rows: page, Next: end, EOF: end >= len(rows)}, nil
+}
+
+// check refuses a source the run does not name, and a folder no run may
+// serve whole: the file system's root, the home folder and its parents.
+func (r *Reader) check(source string) error {
+	const allow = "is not named in the run config: a plugin reads only the datasets [env.config] names " +
+		"(paths relative to the config file's folder, hf://owner/name); to allow this one, name it there, e.g. dataset = %q"
+	if repo, ok := hfRepo(source); ok {
+		for _, n := range r.Named {
+			if named, ok := hfRepo(n); ok && named == repo {
+				return nil
+			}
+		}
+		return &DeniedError{Source: source, Why: fmt.Sprintf(allow, source)}
+	}
+	path := r.resolve(source)
+	for _, n := range r.Named {
+		if _, ok := hfRepo(n); ok || n == "" || r.resolve(n) != path {
+			continue
+		}
+		if home, _ := os.UserHomeDir(); path == string(filepath.Separator) || home != "" && isOrHolds(path, home) {
+			return &DeniedError{Source: source, Path: path, Why: "is the file system's root, your home folder or a folder that holds it: no run serves it whole; name a folder inside it"}
+		}
+		return nil
+	}
+	return &DeniedError{Source: source, Path: path, Why: fmt.Sprintf(allow, source)}
+}
+
+// resolve makes a local source absolute, relative to BaseDir.
+func (r *Reader) resolve(source string) string {
+	p := source
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.BaseDir, p)
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return filepath.Clean(p)
+}
+
+// isOrHolds reports whether path is dir or one of its parents.
+func isOrHolds(path, dir string) bool {
+	dir, path = filepath.Clean(dir), filepath.Clean(path)
+	return dir == path || strings.HasPrefix(dir, strings.TrimSuffix(path, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// hfRepo is the owner/name of an hf://owner/name[@revision] source.
+func hfRepo(source string) (string, bool) {
+	rest, ok := strings.CutPrefix(source, "hf://")
+	if !ok {
+		return "", false
+	}
+	repo, _, _ := strings.Cut(rest, "@")
+	return repo, true
 }
 
 func project(rows []json.RawMessage, cols []string) []json.RawMessage {
@@ -195,7 +293,10 @@ func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var rows []json.RawMessage
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, MaxRow)
+		if errors.Is(err, errLineTooLong) {
+			return nil, fmt.Errorf("line %d is over %d MiB, the most a row may be", n, MaxRow>>20)
+		}
 		if t := bytes.TrimSpace(line); len(t) > 0 {
 			if !json.Valid(t) || t[0] != '{' {
 				return nil, fmt.Errorf("line %d is not a JSON object (is the file truncated, or not JSONL?)", n)
@@ -211,10 +312,33 @@ func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
 	}
 }
 
+// errLineTooLong: a line over the most readLine reads.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next '\n' (or to EOF), at most
+// max bytes of it: a longer line is errLineTooLong, and what was read of
+// it is dropped as it goes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+}
+
 func decodeJSON(r io.Reader) ([]json.RawMessage, error) {
-	b, err := io.ReadAll(r)
+	b, err := io.ReadAll(io.LimitReader(r, MaxJSONFile+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > MaxJSONFile {
+		return nil, fmt.Errorf("a .json file is read whole, and this one is over %d MiB: write it as JSONL or parquet, which are read row by row", MaxJSONFile>>20)
 	}
 	var rows []json.RawMessage
 	if err := json.Unmarshal(b, &rows); err == nil {
@@ -256,6 +380,9 @@ func decodeParquet(r io.ReaderAt, size int64) (rows []json.RawMessage, err error
 			b, merr := json.Marshal(clean(m))
 			if merr != nil {
 				return nil, merr
+			}
+			if len(b) > MaxRow {
+				return nil, fmt.Errorf("row %d is over %d MiB, the most a row may be", len(rows)+1, MaxRow>>20)
 			}
 			rows = append(rows, b)
 		}
@@ -320,10 +447,11 @@ func taskFolders(dir string) ([]json.RawMessage, error) {
 	return rows, nil
 }
 
-// TarGz packs a folder (its contents, relative names) as a gzip tar.
+// TarGz packs a folder (its contents, relative names) as a gzip tar, of
+// at most MaxRow bytes.
 func TarGz(dir string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw := gzip.NewWriter(&capped{w: &buf, left: MaxRow, what: dir})
 	tw := tar.NewWriter(zw)
 	err := archive.Pack(tw, dir, dir)
 	if err != nil {
@@ -336,4 +464,20 @@ func TarGz(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// capped writes to w until left bytes are written, then fails saying what
+// was too large.
+type capped struct {
+	w    io.Writer
+	left int
+	what string
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(p) > c.left {
+		return 0, fmt.Errorf("%s packs to over %d MiB, the most a row may be", c.what, MaxRow>>20)
+	}
+	c.left -= len(p)
+	return c.w.Write(p)
 }

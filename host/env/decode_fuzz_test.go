@@ -30,8 +30,12 @@ func FuzzPluginOutputs(f *testing.F) {
 		if json.Unmarshal(b, &spec) == nil {
 			r := &pluginRollout{env: &Plugin{}, inst: nil}
 			s, err := r.convertSpec(spec)
-			if err == nil && s.Network != "none" {
-				t.Fatalf("spec got network %q without the run allowing it", s.Network)
+			if err == nil && (s.Network != "none" || s.BuildNetwork != "none") {
+				t.Fatalf("spec got network %q (build %q) without the run allowing it", s.Network, s.BuildNetwork)
+			}
+			r.env.Network = "auto"
+			if s, err := r.convertSpec(spec); err == nil && (s.Network == "host" || s.BuildNetwork == "host") {
+				t.Fatalf("spec got the host's network without the run allowing it")
 			}
 		}
 		var v abi.VerifyResponse

@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
@@ -33,8 +36,14 @@ type Plugin struct {
 	Info    abi.HostInfo // proctor version, backend; rollout fields are filled per rollout
 	// Repos serves repo.checkout; nil refuses it.
 	Repos RepoSource
-	// AllowHostNetwork lets a plugin's spec ask for network "host".
-	AllowHostNetwork bool
+	// Network is the run's [sandbox] network: what a task that asks for
+	// the internet gets. "auto": the backend's ordinary network; "host":
+	// the host's; "none" (and ""): nothing, and its record says so.
+	Network string
+	// NoDefaultNetwork says why the backend's ordinary network would give
+	// a sandbox nothing ("" when it works); in auto mode a task's network
+	// is then withheld, with that reason in its record.
+	NoDefaultNetwork string
 	Log              *slog.Logger
 }
 
@@ -46,9 +55,36 @@ type RepoSource interface {
 	Archive(ctx context.Context, url, commit string) (io.ReadCloser, string, error)
 }
 
+// hostInfo is what host.info answers: base with the contract's versions
+// and this host's features.
+func hostInfo(base abi.HostInfo) abi.HostInfo {
+	base.ABI, base.ABIMinor, base.Features = abi.Version, abi.Minor, wasm.Features()
+	return base
+}
+
+// checkConfig runs config.check on a throwaway instance when the plugin
+// has the hook (ABI v1.1); a plugin without it is not asked.
+func checkConfig(ctx context.Context, p *wasm.Plugin, ops map[string]wasm.Op, log *slog.Logger, config json.RawMessage) error {
+	if !slices.Contains(p.Manifest().Hooks, abi.HookConfig) {
+		return nil
+	}
+	inst, err := p.Instantiate(ctx, wasm.InstanceConfig{Ops: ops, Log: log})
+	if err != nil {
+		return err
+	}
+	defer inst.Close(ctx)
+	return inst.Call(ctx, abi.HookConfig, abi.ConfigRequest{Config: config}, nil)
+}
+
+// CheckConfig asks the plugin whether [env.config] is valid, before any
+// rollout (config.check; nil when the plugin does not have the hook).
+func (e *Plugin) CheckConfig(ctx context.Context) error {
+	return checkConfig(ctx, e.Wasm, e.ops(nil, hostInfo(e.Info), false), e.Log, e.Config)
+}
+
 // Tasks runs tasks.load on a throwaway instance.
 func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, error) {
-	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, abi.HostInfo{}, false), Log: e.Log})
+	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, hostInfo(e.Info), false), Log: e.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,6 +107,7 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 			AgentTimeout:  time.Duration(t.AgentTimeoutSec * float64(time.Second)),
 			VerifyTimeout: time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
 			Raw:           raw,
+			Broken:        t.Broken,
 		})
 	}
 	return tasks, resp.Skipped, nil
@@ -83,8 +120,8 @@ func (e *Plugin) NewRollout(ctx context.Context, t scheduler.Task, info schedule
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	r := &pluginRollout{env: e, req: abi.RolloutRequest{Task: at, Config: e.Config, RolloutID: info.RolloutID, Attempt: info.Attempt, Seed: info.Seed}}
-	hi := e.Info
-	hi.ABI, hi.RunID, hi.RolloutID, hi.Seed = abi.Version, info.RunID, info.RolloutID, info.Seed
+	hi := hostInfo(e.Info)
+	hi.RunID, hi.RolloutID, hi.Seed = info.RunID, info.RolloutID, info.Seed
 	log := e.Log
 	if log == nil {
 		log = slog.Default()
@@ -112,19 +149,29 @@ type pluginRollout struct {
 	// resetErr is a reset that failed: the rollout's sandbox is in doubt,
 	// whatever the plugin made of the error.
 	resetErr error
+	// limitErr is a sandbox operation that failed because the sandbox
+	// went over its limit: the agent's outcome (sandbox.ErrLimit),
+	// whatever the plugin made of the error.
+	limitErr error
+	// withheld says why the task's sandbox did not get the network it
+	// asked for.
+	withheld string
 }
 
 // classify tags plugin failures: a hook that failed on its own terms keeps
-// its class (or the phase's), anything else (trap, timeout, bad output) is
-// the plugin's fault.
+// its class when it is one of the contract's (abi.Classes), takes the
+// phase's when it has none, and is the plugin's fault otherwise; anything
+// else (trap, timeout, bad output) is the plugin's fault too.
 func classify(err error) error {
 	var pe *wasm.PluginError
 	if errors.As(err, &pe) {
 		if errors.Is(err, wasm.ErrHookFailed) {
-			if pe.Class != "" {
+			switch {
+			case pe.Class == "":
+				return err
+			case slices.Contains(abi.Classes(), pe.Class):
 				return scheduler.WithClass(pe.Class, err)
 			}
-			return err
 		}
 		return scheduler.WithClass(rundir.ClassPlugin, err)
 	}
@@ -143,26 +190,55 @@ func (r *pluginRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
 	return r.convertSpec(s)
 }
 
-// convertSpec turns the plugin's spec into a sandbox spec; network "host"
-// only when the run allows it.
+// convertSpec turns the plugin's spec into a sandbox spec, with the
+// network the run gives the task.
 func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
-	network := sandbox.Network(s.Network)
-	switch network {
-	case "", sandbox.NetworkNone:
-		network = sandbox.NetworkNone
-	case sandbox.NetworkHost:
-		if !r.env.AllowHostNetwork {
-			network = sandbox.NetworkNone
-		}
+	wants := false
+	switch s.Network {
+	case "", string(sandbox.NetworkNone):
+	case abi.NetworkInternet, string(sandbox.NetworkHost):
+		wants = true
 	default:
-		return sandbox.Spec{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or host", s.Network))
+		return sandbox.Spec{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin asks for network %q: want none or %s", s.Network, abi.NetworkInternet))
 	}
+	network, build, withheld := r.env.networkFor(wants)
+	r.withheld = withheld
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
-		Workdir: s.Workdir, Env: s.Env, User: s.User, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		DiskMB: s.DiskMB, Network: network, Private: s.Private,
+		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
+		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
+		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)),
 	}, nil
 }
+
+// networkFor decides the network of a sandbox whose task asks for the
+// internet (wants) or not, and of its image's build, which gets the run's
+// network whatever the task asks, as Harbor's builds do. withheld says why
+// a task that asked got nothing.
+func (e *Plugin) networkFor(wants bool) (run, build sandbox.Network, withheld string) {
+	build = sandbox.NetworkNone
+	switch e.Network {
+	case "host":
+		build = sandbox.NetworkHost
+	case "auto":
+		if e.NoDefaultNetwork == "" {
+			build = sandbox.NetworkDefault
+		}
+	}
+	switch {
+	case !wants:
+		return sandbox.NetworkNone, build, ""
+	case build != sandbox.NetworkNone:
+		return build, build, ""
+	case e.Network == "auto":
+		return sandbox.NetworkNone, build, "the task asks for the internet; " + e.NoDefaultNetwork + `; [sandbox] network = "host" gives it the host's network`
+	}
+	return sandbox.NetworkNone, build, `the task asks for the internet; [sandbox] network = "none" withholds it`
+}
+
+// NetworkWithheld says why the rollout's sandbox did not get the network
+// its task asked for ("" when it did, or did not ask).
+func (r *pluginRollout) NetworkWithheld() string { return r.withheld }
 
 func (r *pluginRollout) Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.Sandbox, error)) {
 	r.sb, r.reset = sb, reset
@@ -181,17 +257,22 @@ func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 // Oracle runs on an instance of its own: it runs under the agent's
 // timeout, and a timeout discards the instance it ran on, which must not
 // take the verifier's instance with it.
-func (r *pluginRollout) Oracle(ctx context.Context) error {
+func (r *pluginRollout) Oracle(ctx context.Context) (scheduler.OracleResult, error) {
 	inst, err := r.fresh(ctx)
 	if err != nil {
-		return classify(err)
+		return scheduler.OracleResult{}, classify(err)
 	}
 	defer inst.Close(context.WithoutCancel(ctx))
-	err = classify(inst.Call(ctx, abi.HookOracle, r.req, nil))
+	var o abi.OracleResponse
+	err = classify(inst.Call(ctx, abi.HookOracle, r.req, &o))
 	if errors.Is(err, wasm.ErrUnknown) {
-		return scheduler.ErrNoOracle
+		return scheduler.OracleResult{}, scheduler.ErrNoOracle
 	}
-	return err
+	if r.limitErr != nil {
+		// The oracle acts as the agent: over the limit is its outcome.
+		return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, r.limitErr
+	}
+	return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, err
 }
 
 func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (scheduler.Verdict, error) {
@@ -202,15 +283,72 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 		// rollout's class is the sandbox's (infra_error, retried).
 		return scheduler.Verdict{}, r.resetErr
 	}
+	if r.limitErr != nil {
+		return scheduler.Verdict{}, r.limitErr
+	}
 	if err != nil {
 		return scheduler.Verdict{}, err
+	}
+	if err := checkReward(v.Reward, v.Scores); err != nil {
+		return scheduler.Verdict{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin %s hook %s: %w", r.env.Wasm.Name(), abi.HookVerify, err))
 	}
 	return verdict(v), nil
 }
 
+// Bounds on the text of a verdict, which every record of the run keeps (in
+// results.jsonl and in memory): a verifier's output is what the tests
+// printed, and the agent decides much of that.
+const (
+	maxVerdictOutput = 1 << 20  // the verifier's output: its tail is kept
+	maxTestMessage   = 16 << 10 // one test's message: its head is kept
+)
+
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
-	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output}
+	if n := len(v.Output); n > maxVerdictOutput {
+		v.Output = fmt.Sprintf("proctor: the verifier's output was %d bytes; its last %d follow\n", n, maxVerdictOutput) + strings.ToValidUTF8(v.Output[n-maxVerdictOutput:], "")
+	}
+	for i := range v.Tests {
+		if m := v.Tests[i].Message; len(m) > maxTestMessage {
+			v.Tests[i].Message = strings.ToValidUTF8(m[:maxTestMessage], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(m)-maxTestMessage)
+		}
+	}
+	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
+		Log: capLog(v.Log), RewardSource: v.RewardSource}
 }
+
+// maxLog caps a verifier log or an oracle's output the host keeps of a
+// plugin's answer (abi.MaxVerifyLog, with room for a plugin's own cut
+// marker).
+const maxLog = abi.MaxVerifyLog + 4096
+
+// capLog cuts s to maxLog, saying so.
+func capLog(s string) string {
+	if len(s) <= maxLog {
+		return s
+	}
+	return s[:maxLog] + "\n[proctor: the plugin sent more than the ABI's limit; the rest is cut]\n"
+}
+
+// MaxReward bounds what a plugin may give as a reward or a named score:
+// finite, and within ±MaxReward. Far more than any reward scale needs, it
+// keeps every sum of a run (weights, means over rollouts) finite.
+const MaxReward = 1e6
+
+// checkReward refuses a reward or a named score outside ±MaxReward, saying
+// which and what it was.
+func checkReward(reward float64, scores map[string]float64) error {
+	if !inRange(reward) {
+		return fmt.Errorf("reward %g is outside the range a reward may take, finite and within ±%g", reward, float64(MaxReward))
+	}
+	for _, k := range slices.Sorted(maps.Keys(scores)) {
+		if !inRange(scores[k]) {
+			return fmt.Errorf("score %q is %g, outside the range a score may take, finite and within ±%g", k, scores[k], float64(MaxReward))
+		}
+	}
+	return nil
+}
+
+func inRange(x float64) bool { return x >= -MaxReward && x <= MaxReward } // false for NaN
 
 func (r *pluginRollout) Teardown(ctx context.Context) error {
 	err := r.call(ctx, abi.HookTeardown, r.req, nil)

@@ -35,16 +35,16 @@ type hostOps struct {
 func (e *Plugin) ops(r *pluginRollout, info abi.HostInfo, asAgent bool) map[string]wasm.Op {
 	h := &hostOps{env: e, r: r, info: info, asAgent: asAgent}
 	ops := map[string]wasm.Op{
-		abi.OpExec:      op(h.exec),
+		abi.OpExec:      h.limited(op(h.exec)),
 		abi.OpReset:     h.reset,
-		abi.OpReadFile:  op(h.readFile),
-		abi.OpWriteFile: op(h.writeFile),
-		abi.OpUpload:    op(h.upload),
-		abi.OpDownload:  op(h.download),
+		abi.OpReadFile:  h.limited(op(h.readFile)),
+		abi.OpWriteFile: h.limited(op(h.writeFile)),
+		abi.OpUpload:    h.limited(op(h.upload)),
+		abi.OpDownload:  h.limited(op(h.download)),
 		abi.OpHostInfo:  h.hostInfo,
 	}
 	if e.Repos != nil {
-		ops[abi.OpRepoCheckout] = op(h.repoCheckout)
+		ops[abi.OpRepoCheckout] = h.limited(op(h.repoCheckout))
 	}
 	if e.Dataset != nil {
 		ops[abi.OpDatasetRead] = op(e.Dataset)
@@ -66,6 +66,21 @@ func op[Req, Resp any](f func(context.Context, Req) (Resp, error)) wasm.Op {
 			return nil, err
 		}
 		return json.Marshal(resp)
+	}
+}
+
+// limited remembers the first error of a sandbox operation that says the
+// sandbox went over its limit (a disk the agent filled, which a backend
+// may learn only when the cluster stops the sandbox, in the middle of
+// verification): it is the rollout's outcome, whatever the plugin makes of
+// the error.
+func (h *hostOps) limited(f wasm.Op) wasm.Op {
+	return func(ctx context.Context, req []byte) ([]byte, error) {
+		b, err := f(ctx, req)
+		if errors.Is(err, sandbox.ErrLimit) && h.r != nil && h.r.limitErr == nil {
+			h.r.limitErr = err
+		}
+		return b, err
 	}
 }
 

@@ -63,3 +63,45 @@ func TestPluginReset(t *testing.T) {
 		})
 	}
 }
+
+// limitSandbox is a sandbox that a cluster stopped for going over its disk
+// limit once the agent's turn is over: every file read fails so.
+type limitSandbox struct{ schedulertest.Sandbox }
+
+func (*limitSandbox) ReadFile(context.Context, string, int64) ([]byte, int64, error) {
+	return nil, 0, fmt.Errorf("the sandbox went over its disk limit: %w", sandbox.ErrLimit)
+}
+
+type limitBackend struct{ schedulertest.Backend }
+
+func (b *limitBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if _, err := b.Backend.Start(ctx, spec); err != nil {
+		return nil, err
+	}
+	return &limitSandbox{}, nil
+}
+
+// TestLimitDuringVerification: a sandbox operation of the verifier that
+// fails because the sandbox went over its limit (the kubernetes backend
+// learns of a filled disk when the cluster evicts the pod, which may be in
+// the middle of verification) makes the rollout the agent's failure over
+// its limit, not a verdict of the plugin's nor an infra_error, although
+// the plugin took the error for a missing file.
+func TestLimitDuringVerification(t *testing.T) {
+	ctx := context.Background()
+	p := testPlugin(t, "./host/env/testdata/resetenv", abi.OpReadFile, abi.OpWriteFile, abi.OpReset)
+	env := &Plugin{Wasm: p}
+	tasks, _, err := env.Tasks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks[0].ID = "nop"
+	r, _ := schedulertest.NewRunner(t, env, &limitBackend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r1", Concurrency: 1, Attempts: 1})
+	if _, err := r.Run(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.Store.Records()[0]
+	if rec.Outcome != rundir.OutcomeFailed || rec.StopReason != "sandbox_limit" || !strings.Contains(rec.VerifierOutput, "disk limit") {
+		t.Errorf("outcome %s, stop reason %q, verifier output %q, error %q", rec.Outcome, rec.StopReason, rec.VerifierOutput, rec.Error)
+	}
+}

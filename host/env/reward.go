@@ -30,6 +30,15 @@ type Reward struct {
 
 var _ scheduler.Scorer = (*Reward)(nil)
 
+// CheckConfig asks the plugin whether its [[reward]] table's config is
+// valid, before any rollout (config.check; nil when the plugin does not
+// have the hook). The plugin gets host.info only: no model.
+func (p *Reward) CheckConfig(ctx context.Context) error {
+	hi := hostInfo(p.Info)
+	ops := map[string]wasm.Op{abi.OpHostInfo: func(context.Context, []byte) ([]byte, error) { return json.Marshal(hi) }}
+	return checkConfig(ctx, p.Wasm, ops, p.Log, p.Config)
+}
+
 // Score runs the plugin's reward.score hook on its own instance.
 func (p *Reward) Score(ctx context.Context, in scheduler.ScoreInput) rundir.RewardScore {
 	rs := rundir.RewardScore{Name: p.Name, Weight: p.Weight}
@@ -38,7 +47,11 @@ func (p *Reward) Score(ctx context.Context, in scheduler.ScoreInput) rundir.Rewa
 		rs.Error = err.Error()
 		return rs
 	}
-	if !finite(resp.Reward) || !finite(resp.Reward*p.Weight) {
+	if err := checkReward(resp.Reward, resp.Scores); err != nil {
+		rs.Error = fmt.Sprintf("reward plugin %s hook %s: %v", p.Name, abi.HookReward, err)
+		return rs
+	}
+	if !finite(resp.Reward * p.Weight) {
 		rs.Error = fmt.Sprintf("reward plugin %s returned reward %g, which times its weight %g is not a finite number", p.Name, resp.Reward, p.Weight)
 		return rs
 	}
@@ -57,8 +70,8 @@ func (p *Reward) score(ctx context.Context, in scheduler.ScoreInput, rs *rundir.
 	if log == nil {
 		log = slog.Default()
 	}
-	hi := p.Info
-	hi.ABI, hi.RunID, hi.RolloutID, hi.Seed = abi.Version, in.Info.RunID, in.Info.RolloutID, in.Info.Seed
+	hi := hostInfo(p.Info)
+	hi.RunID, hi.RolloutID, hi.Seed = in.Info.RunID, in.Info.RolloutID, in.Info.Seed
 	ops := map[string]wasm.Op{
 		abi.OpHostInfo: func(context.Context, []byte) ([]byte, error) { return json.Marshal(hi) },
 	}

@@ -3,7 +3,7 @@ package env
 import (
 	"context"
 	"encoding/json"
-	"math"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,17 +16,16 @@ import (
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// TestRewardNotFinite: a plugin reward that is not finite once weighted is
-// that score's error; a combined reward past float64 is clamped; the
-// rollout is recorded either way (JSON cannot hold an infinity, and a
-// record that fails to encode stops the run).
-func TestRewardNotFinite(t *testing.T) {
+// TestRewardOutOfRange: a plugin reward outside ±MaxReward (1e308 here,
+// finite alone, infinite once summed) is that score's error, saying what
+// it was, and counts for nothing; the rollout is recorded with the
+// verifier's reward.
+func TestRewardOutOfRange(t *testing.T) {
 	_, bad := rewardPlugins(t)
 	huge := json.RawMessage(`{"mode":"huge"}`)
 	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r"})
 	r.Rewards = []scheduler.Scorer{
 		&Reward{Name: "a", Weight: 1, Wasm: bad, Config: huge},
-		&Reward{Name: "b", Weight: 1, Wasm: bad, Config: huge},
 		&Reward{Name: "weighted", Weight: 2, Wasm: bad, Config: huge},
 	}
 	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "ok"}}); err != nil {
@@ -37,11 +36,13 @@ func TestRewardNotFinite(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	rec := recs[0]
-	if rec.Rewards[0].Error != "" || rec.Rewards[0].Reward != 1e308 || !strings.Contains(rec.Rewards[2].Error, "not a finite number") {
-		t.Errorf("scores: %+v", rec.Rewards)
+	for _, rs := range rec.Rewards {
+		if rs.Reward != 0 || !strings.Contains(rs.Error, "hook reward.score: reward 1e+308 is outside the range a reward may take, finite and within ±1e+06") {
+			t.Errorf("score %+v: want the range error", rs)
+		}
 	}
-	if rec.Reward != math.MaxFloat64 {
-		t.Errorf("combined reward %v, want the largest float64", rec.Reward)
+	if rec.Reward != 1 || rec.Outcome != rundir.OutcomePassed {
+		t.Errorf("rollout %s with reward %v, want passed with the verifier's 1", rec.Outcome, rec.Reward)
 	}
 }
 
@@ -176,5 +177,18 @@ func BenchmarkRewardPlugin(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		rp.Score(ctx, in)
+	}
+}
+
+// TestVerdictTextIsBounded: a verifier's output over its cap keeps its
+// tail and says how long it was; a test's message keeps its head.
+func TestVerdictTextIsBounded(t *testing.T) {
+	out := strings.Repeat("a", 3*maxVerdictOutput) + "THE END"
+	v := verdict(abi.VerifyResponse{Output: out, Tests: []abi.TestResult{{Name: "t", Message: "HEAD" + strings.Repeat("m", 2*maxTestMessage)}}})
+	if len(v.Output) > maxVerdictOutput+200 || !strings.HasSuffix(v.Output, "THE END") || !strings.HasPrefix(v.Output, fmt.Sprintf("proctor: the verifier's output was %d bytes", len(out))) {
+		t.Errorf("output of %d bytes: %.100q", len(v.Output), v.Output)
+	}
+	if m := v.Tests[0].Message; len(m) > maxTestMessage+100 || !strings.HasPrefix(m, "HEAD") || !strings.Contains(m, "bytes cut]") {
+		t.Errorf("message of %d bytes", len(m))
 	}
 }

@@ -14,7 +14,6 @@
 package repocache
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -90,18 +89,18 @@ func (c *Cache) Archive(ctx context.Context, url, commit string) (io.ReadCloser,
 	if err != nil {
 		return nil, "", err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &tail{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("git archive: %w", err)
 	}
-	return &stream{ReadCloser: out, cmd: cmd, stderr: &stderr}, id, nil
+	return &stream{ReadCloser: out, cmd: cmd, stderr: stderr}, id, nil
 }
 
 type stream struct {
 	io.ReadCloser
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *tail
 }
 
 func (s *stream) Close() error {
@@ -131,8 +130,8 @@ func (c *Cache) resolve(ctx context.Context, dir, url, commit string) (string, e
 		}
 	} else if _, err := revParse(ctx, dir, commit); err != nil {
 		// Another process may have fetched while this one waited.
-		if out, err := git(ctx, dir, "fetch", "--quiet", "--prune", "origin").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("fetch %s: %v: %s", url, err, strings.TrimSpace(string(out)))
+		if out, err := run(git(ctx, dir, "fetch", "--quiet", "--prune", "origin")); err != nil {
+			return "", fmt.Errorf("fetch %s: %v: %s", url, err, out)
 		}
 	}
 	id, err := revParse(ctx, dir, commit)
@@ -148,8 +147,8 @@ func clone(ctx context.Context, dir, url string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if out, err := git(ctx, "", "clone", "--mirror", "--quiet", "--", url, tmp).CombinedOutput(); err != nil {
-		return fmt.Errorf("clone %s: %v: %s", url, err, strings.TrimSpace(string(out)))
+	if out, err := run(git(ctx, "", "clone", "--mirror", "--quiet", "--", url, tmp)); err != nil {
+		return fmt.Errorf("clone %s: %v: %s", url, err, out)
 	}
 	// info/attributes outranks the repository's own .gitattributes.
 	if err := os.MkdirAll(filepath.Join(tmp, "info"), 0o755); err != nil {
@@ -162,11 +161,55 @@ func clone(ctx context.Context, dir, url string) error {
 }
 
 func revParse(ctx context.Context, dir, commit string) (string, error) {
-	out, err := git(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", commit+"^{commit}").Output()
-	if err != nil {
+	cmd := git(ctx, dir, "rev-parse", "--verify", "--quiet", "--end-of-options", commit+"^{commit}")
+	out := &tail{}
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
 		return "", ErrNoCommit
 	}
-	return strings.TrimSpace(string(out)), nil
+	return out.String(), nil
+}
+
+// run runs cmd and returns the tail of what it printed: a remote
+// repository decides what git prints, so it is bounded.
+func run(cmd *exec.Cmd) (string, error) {
+	out := &tail{}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// maxTail is what a tail keeps of a git command's output.
+const maxTail = 16 << 10
+
+// tail keeps the last maxTail bytes written to it, and whether it dropped
+// any.
+type tail struct {
+	mu      sync.Mutex
+	b       []byte
+	dropped bool
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - maxTail; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+		t.dropped = true
+	}
+	return len(p), nil
+}
+
+// String is the kept tail, trimmed, with a marker when more was written.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.b))
+	if t.dropped {
+		s = "[earlier output cut] ..." + s
+	}
+	return s
 }
 
 func git(ctx context.Context, dir string, args ...string) *exec.Cmd {

@@ -179,3 +179,17 @@ func BenchmarkArchiveCached(b *testing.B) {
 		files(b, c, src, ids[0])
 	}
 }
+
+// TestTailIsBounded: what git prints (a remote decides much of it) is kept
+// only as its last maxTail bytes, with a marker.
+func TestTailIsBounded(t *testing.T) {
+	var tl tail
+	for range 100 {
+		tl.Write([]byte(strings.Repeat("x", 1024) + "\n"))
+	}
+	tl.Write([]byte("fatal: the end\n"))
+	s := tl.String()
+	if len(s) > maxTail+64 || !strings.HasPrefix(s, "[earlier output cut]") || !strings.HasSuffix(s, "fatal: the end") {
+		t.Fatalf("tail of %d bytes: %.60q ... %q", len(s), s, s[len(s)-20:])
+	}
+}

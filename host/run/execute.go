@@ -58,7 +58,7 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(p); err != nil {
+	if err := r.start(p, tasks); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -73,13 +73,22 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	if g != nil {
 		runner.OnRecord = g.add
 	}
-	st, runErr := runner.Run(runCtx, tasks)
+	var st scheduler.Stats
+	var runErr error
+	if r.driver != nil {
+		st, runErr = r.driver.Drive(runCtx, runner, tasks)
+	} else {
+		st, runErr = runner.Run(runCtx, tasks)
+	}
 	sum, err := r.finish(st, g)
 	if runErr == nil {
 		runErr = err
 	}
 	res := &Result{RunID: r.man.RunID, Dir: r.dir, Stats: st, Summary: sum}
-	if runErr != nil {
+	switch {
+	case runErr != nil && fault.Hint(runErr) != "":
+		return res, runErr // a driver's fault that says what to do
+	case runErr != nil:
 		return res, &fault.Infra{Err: runErr, Hint: "results so far are in " + r.dir + "; fix the cause and run the same command again to resume"}
 	}
 	return res, nil
@@ -112,9 +121,10 @@ func (r *Run) tasks(ctx context.Context, p Parts) ([]scheduler.Task, error) {
 	return tasks, nil
 }
 
-// start refuses a resume with other plugin bytes, then writes the
-// manifest and the resolved config: what is about to run.
-func (r *Run) start(p Parts) error {
+// start refuses a resume with other plugin bytes, warns of skipped and
+// broken tasks, then writes the manifest and the resolved config: what is
+// about to run.
+func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 	c, rewards := r.cfg, p.RewardInfos
 	if r.resumed {
 		if err := samePlugins(r.dir, r.man, p.EnvInfo, rewards); err != nil {
@@ -131,6 +141,12 @@ func (r *Run) start(p Parts) error {
 	for _, s := range r.man.SkippedTasks {
 		r.notify(Notice{"warning", fmt.Sprintf("task %s skipped by the plugin: %s", s["id"], s["reason"])})
 	}
+	for _, t := range tasks {
+		if t.Broken != "" {
+			r.notify(Notice{"warning", fmt.Sprintf("task %s is broken, its rollouts will be infra errors: %s", t.ID, t.Broken)})
+		}
+	}
+	r.started = true
 	if err := rundir.WriteManifest(r.dir, r.man); err != nil {
 		return &fault.Infra{Err: err}
 	}
@@ -228,6 +244,9 @@ func (r *Run) finish(st scheduler.Stats, g *grouper) (report.Summary, error) {
 		if err == nil {
 			err = gerr
 		}
+	}
+	if r.driver != nil {
+		r.driver.Account(&r.man)
 	}
 	rundir.WriteManifest(r.dir, r.man)
 	// After the manifest, so the page knows whether the run finished.

@@ -2,7 +2,6 @@ package run
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -115,25 +114,23 @@ func firstIndexEntry(dir string) (indexEntry, bool) {
 // readIndex calls fn for every whole line and returns the offset after the
 // last one (a torn last line is not counted).
 func readIndex(f *os.File, fn func(indexEntry)) (int64, error) {
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return 0, err
-	}
+	br := bufio.NewReader(f)
 	var good int64
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break
+	for {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return good, nil // a torn last line (or none)
+		}
+		if err != nil {
+			return 0, err
 		}
 		var e indexEntry
-		if json.Unmarshal(b[:i], &e) != nil {
-			break
+		if json.Unmarshal(line, &e) != nil {
+			return good, nil
 		}
 		fn(e)
-		good += int64(i + 1)
-		b = b[i+1:]
+		good += int64(len(line))
 	}
-	return good, nil
 }
 
 func cut(f *os.File, n int64) error {

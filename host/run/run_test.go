@@ -88,3 +88,60 @@ func TestGroupSinkErrorStopsTheRun(t *testing.T) {
 		t.Error("the manifest says the stopped run finished")
 	}
 }
+
+// twoAttempts is a Driver that runs attempts 5 and 9 of the first task
+// and counts itself into the manifest.
+type twoAttempts struct{ err error }
+
+func (d *twoAttempts) Drive(ctx context.Context, runner *scheduler.Runner, tasks []scheduler.Task) (scheduler.Stats, error) {
+	run, err := runner.Attempter()
+	if err != nil {
+		return scheduler.Stats{}, err
+	}
+	st := scheduler.Stats{Outcomes: map[string]int{}}
+	for _, a := range []int{5, 9} {
+		rec, ok, err := run(ctx, tasks[0], a)
+		if err != nil || !ok {
+			return st, err
+		}
+		st.Finished++
+		st.Outcomes[rec.Outcome]++
+	}
+	return st, d.err
+}
+
+func (d *twoAttempts) Account(m *rundir.Manifest) {
+	m.SkippedTasks = append(m.SkippedTasks, map[string]string{"id": "driven", "reason": "by the driver"})
+}
+
+// TestDriver: a Driver runs the rollouts instead of the plan, the run
+// writes its records, summary and manifest around it, and the driver's
+// account lands in the manifest; an error with a hint comes back as it is.
+func TestDriver(t *testing.T) {
+	c := testConfig(t, "attempts = 1")
+	dir := filepath.Join(t.TempDir(), "run")
+	r, err := Open(c, WithDir(dir), WithDriver(&twoAttempts{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Execute(context.Background(), fakeParts(scheduler.Task{ID: "a"}, scheduler.Task{ID: "b"}))
+	r.Close()
+	if err != nil || res.Stats.Finished != 2 {
+		t.Fatalf("Execute: %v %+v", err, res)
+	}
+	recs, _ := rundir.Read(dir)
+	if len(recs) != 2 || recs[0].RolloutID != "a#5" || recs[1].RolloutID != "a#9" {
+		t.Fatalf("records %+v, want a#5 and a#9 only", recs)
+	}
+	man, _, _ := rundir.ReadManifest(dir)
+	if man.FinishedAt == nil || len(man.SkippedTasks) != 1 || man.SkippedTasks[0]["id"] != "driven" {
+		t.Fatalf("manifest %+v: want the driver's account and finished_at", man)
+	}
+
+	hinted := &fault.Usage{Err: errors.New("the API refused the registration"), Hint: "check [serve]"}
+	r, _ = Open(c, WithDir(dir), WithDriver(&twoAttempts{err: hinted}))
+	defer r.Close()
+	if _, err := r.Execute(context.Background(), fakeParts(scheduler.Task{ID: "b"})); err != hinted {
+		t.Fatalf("Execute: %v, want the driver's own fault", err)
+	}
+}

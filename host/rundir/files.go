@@ -1,8 +1,11 @@
 package rundir
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,7 @@ const (
 	ManifestFile   = "manifest.json"
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
+	VerifierLogDir = "verifier"
 	ReportFile     = "report.html"
 )
 
@@ -26,10 +30,49 @@ const (
 	IndexFile    = "process.jsonl"         // one line per task written, with the files' ends
 )
 
-// TranscriptName is the file name of a rollout's transcript.
+// Files a serve run (proctor serve) adds to its run directory.
+const (
+	ServeIndexFile = "serve.jsonl" // one line per group decided: sent, dropped or refused
+	EvalsFile      = "evals.jsonl" // one line per evaluation finished
+	EvalsDir       = "evals"       // evals/step-N: each evaluation's own run directory
+)
+
+// TranscriptName is the file name of a rollout's transcript: the rollout
+// id ("task#attempt") with its last '#' as '.', and every byte of the task
+// id but letters, digits, '.', '_' and '-' written %XX, so two rollouts
+// never share a file ("a/b" and "a_b" once did). A name that would be too
+// long for a file system keeps its head and a hash of the whole id. Runs
+// read the name their records hold, so older names stay readable.
 func TranscriptName(rolloutID string, try int) string {
-	r := strings.NewReplacer("/", "_", "\\", "_", "#", ".", " ", "_", ":", "_")
-	return fmt.Sprintf("%s.try%d.json", r.Replace(rolloutID), try)
+	task, attempt := rolloutID, ""
+	if i := strings.LastIndexByte(rolloutID, '#'); i >= 0 {
+		task, attempt = rolloutID[:i], "."+rolloutID[i+1:]
+	}
+	var b strings.Builder
+	for i := 0; i < len(task); i++ {
+		c := task[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	name := b.String()
+	if len(name) > maxNameHead {
+		sum := sha256.Sum256([]byte(task))
+		name = name[:maxNameHead] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return fmt.Sprintf("%s%s.try%d.json", name, attempt, try)
+}
+
+// maxNameHead keeps a transcript's name under 255 bytes, the most most file
+// systems allow.
+const maxNameHead = 180
+
+// VerifierLogName names a rollout's verifier log under verifier/, as
+// TranscriptName names its transcript.
+func VerifierLogName(rolloutID string, try int) string {
+	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".txt"
 }
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary
@@ -116,4 +159,60 @@ func (f *AtomicFile) Abort() {
 		os.Remove(f.tmp.Name())
 		f.tmp = nil
 	}
+}
+
+// MaxTranscript bounds what a reader of a run directory (report, export, a
+// process run's resume) reads of one transcript: what a model wrote is
+// untrusted, and one of its answers alone may be 32 MiB.
+const MaxTranscript = 256 << 20
+
+// TooLargeError is a transcript over MaxTranscript, left unread.
+type TooLargeError struct {
+	Path string
+	Size int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("transcript %s is %d MiB, over the %d MiB proctor reads of one: read the file itself", e.Path, e.Size>>20, MaxTranscript>>20)
+}
+
+// OpenTranscript opens the transcript a record names (name, relative to
+// the run directory dir), which must stay inside transcripts/, and returns
+// it with its size; one over MaxTranscript is a *TooLargeError.
+func OpenTranscript(dir, name string) (*os.File, int64, error) {
+	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(filepath.Clean(name)), TranscriptsDir+"/") {
+		return nil, 0, fmt.Errorf("transcript %q is outside %s/", name, TranscriptsDir)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("transcript %s is not a file", path)
+	}
+	if err == nil && fi.Size() > MaxTranscript {
+		err = &TooLargeError{Path: path, Size: fi.Size()}
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// ReadTranscript reads the transcript a record names, as OpenTranscript
+// opens it (bounded even if it grows meanwhile).
+func ReadTranscript(dir, name string) ([]byte, error) {
+	f, _, err := OpenTranscript(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxTranscript+1))
+	if err == nil && len(b) > MaxTranscript {
+		err = &TooLargeError{Path: f.Name(), Size: int64(len(b))}
+	}
+	return b, err
 }

@@ -22,6 +22,7 @@ type Manifest struct {
 	Plugin         PluginInfo          `json:"plugin"`
 	Rewards        []PluginInfo        `json:"rewards,omitempty"`
 	Process        *ProcessInfo        `json:"process,omitempty"`
+	Serve          *ServeInfo          `json:"serve,omitempty"`
 	Model          map[string]string   `json:"model,omitempty"`
 	Agent          string              `json:"agent"`
 	Backend        string              `json:"backend"`
@@ -56,6 +57,25 @@ type ProcessInfo struct {
 	// NoTokens says why, by class (export.NoTokensClass).
 	Tokens   string                   `json:"tokens"`
 	NoTokens map[string]NoTokensCount `json:"no_tokens,omitempty"`
+}
+
+// ServeInfo is the manifest's account of a serve run (proctor serve),
+// over every invocation: what the rollout API was given. serve.jsonl holds
+// the group-by-group record it is summed from.
+type ServeInfo struct {
+	API       string `json:"api"`
+	Name      string `json:"name"`   // the name the API gave the environment (wandb_name)
+	EnvID     int    `json:"env_id"` // the last registration's
+	GroupSize int    `json:"group_size"`
+	Sent      int    `json:"sent"`     // groups the API acknowledged
+	Rejected  int    `json:"rejected"` // groups the API refused with a 4xx
+	// Pending counts whole groups not sent yet: the next start sends them.
+	Pending int            `json:"pending"`
+	Dropped map[string]int `json:"dropped"` // groups not sent, by reason
+	// Skipped counts the rollouts left out of groups, by reason.
+	Skipped     map[string]int `json:"skipped,omitempty"`
+	Evals       int            `json:"evals"`        // evaluations finished
+	TrainerStep int            `json:"trainer_step"` // the trainer's step when serving stopped
 }
 
 // NoTokensCount is how many kept groups lack exact tokens for one reason

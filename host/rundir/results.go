@@ -89,6 +89,17 @@ type Record struct {
 	ImageDigest    string             `json:"image_digest,omitempty"`
 	Transcript     string             `json:"transcript,omitempty"`
 	StopReason     string             `json:"stop_reason,omitempty"`
+
+	// VerifierLog names the verifier's whole output in the run directory
+	// (verifier/<rollout>.txt); RewardSource says where the reward came
+	// from (tb2: the reward file).
+	VerifierLog  string `json:"verifier_log,omitempty"`
+	RewardSource string `json:"reward_source,omitempty"`
+	// Network is the network the sandbox had (none, default, host);
+	// NetworkWithheld says why a task that asked for the internet did not
+	// get it.
+	Network         string `json:"network,omitempty"`
+	NetworkWithheld string `json:"network_withheld,omitempty"`
 }
 
 // Duration is the rollout's wall time.
@@ -157,7 +168,7 @@ func (s *Store) load(r io.Reader) (int64, error) {
 		trimmed := bytes.TrimSpace(line)
 		if len(trimmed) > 0 {
 			var rec Record
-			if err := json.Unmarshal(trimmed, &rec); err != nil || rec.TaskID == "" {
+			if err := decodeRecord(trimmed, &rec); err != nil || rec.TaskID == "" {
 				if _, perr := br.Peek(1); perr == io.EOF {
 					return off, nil // torn last line that happened to end in \n
 				}
@@ -213,6 +224,9 @@ var ErrDuplicate = errors.New("rollout already recorded")
 // Append writes rec as one line and fsyncs it. On a failed write (a full
 // disk) the file is cut back so no partial line stays behind.
 func (s *Store) Append(rec Record) error {
+	// A number that is not finite is made so first: JSON has none, and the
+	// record must not be lost for it.
+	rec = rec.finiteCopy()
 	b, err := jsonLine(rec)
 	if err != nil {
 		return err
@@ -258,4 +272,13 @@ func (s *Store) Close() error {
 // WriteTranscript writes v as JSON under transcripts/, atomically.
 func (s *Store) WriteTranscript(name string, v any) error {
 	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
+}
+
+// WriteVerifierLog writes a verifier's output under verifier/, atomically.
+func (s *Store) WriteVerifierLog(name string, log string) error {
+	dir := filepath.Join(s.dir, VerifierLogDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, name), []byte(log))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/term"
 )
 
 // Progress receives the runner's events. Implementations must be safe for
@@ -123,10 +124,10 @@ func (p *progress) Done(rec rundir.Record) {
 	if rec.Outcome == rundir.OutcomeInfraError {
 		p.errs[rec.ErrorClass]++
 	}
-	line := fmt.Sprintf("[%d/%d] %-13s %s  reward=%.2f  %s", p.done, p.total, rec.Outcome, rec.RolloutID, rec.Reward,
+	line := fmt.Sprintf("[%d/%d] %-13s %s  reward=%.2f  %s", p.done, p.total, rec.Outcome, term.Line(rec.RolloutID), rec.Reward,
 		rec.FinishedAt.Sub(rec.StartedAt).Round(100*time.Millisecond))
 	if rec.Error != "" {
-		line += "  " + firstLine(rec.Error)
+		line += "  " + term.Line(firstLine(rec.Error))
 	}
 	if p.tty {
 		p.clearLocked()
@@ -162,7 +163,7 @@ func (p *progress) summaryLocked() string {
 	if len(p.errs) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(p.errs)) {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, p.errs[k]))
+			parts = append(parts, fmt.Sprintf("%s=%d", term.Line(k), p.errs[k]))
 		}
 		s += ", infra errors: " + strings.Join(parts, " ")
 	}
@@ -189,7 +190,7 @@ func (p *progress) drawLocked() {
 			break
 		}
 		r := p.running[id]
-		fmt.Fprintf(p.w, "  %-40s %-13s %s\n", id, r.phase, time.Since(r.start).Round(time.Second))
+		fmt.Fprintf(p.w, "  %-40s %-13s %s\n", term.Line(id), r.phase, time.Since(r.start).Round(time.Second))
 		p.lines++
 	}
 }

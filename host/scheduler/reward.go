@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"math"
 
 	"github.com/proctor-dev/proctor/host/rundir"
 )
@@ -35,13 +34,5 @@ func Combine(envReward, envWeight float64, scores []rundir.RewardScore) float64 
 			total += s.Reward * s.Weight
 		}
 	}
-	switch {
-	case math.IsNaN(total):
-		return 0
-	case math.IsInf(total, 1):
-		return math.MaxFloat64
-	case math.IsInf(total, -1):
-		return -math.MaxFloat64
-	}
-	return total
+	return rundir.Finite(total)
 }

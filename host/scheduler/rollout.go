@@ -164,7 +164,10 @@ func (ro *rollout) startSandbox(ctx context.Context) error {
 		}
 		ro.spec.Labels[sandbox.LabelRun] = ro.r.Config.RunID
 		ro.spec.Labels[sandbox.LabelRollout] = ro.id
-		ro.rec.Image = ro.spec.Image
+		ro.rec.Image, ro.rec.Network = ro.spec.Image, string(ro.spec.Network)
+		if w, ok := ro.env.(interface{ NetworkWithheld() string }); ok {
+			ro.rec.NetworkWithheld = w.NetworkWithheld()
+		}
 		ro.idle(ctx)
 		ro.sb, err = ro.r.start(ctx, ro.spec)
 		return err
@@ -282,8 +285,23 @@ func (ro *rollout) verify(ctx context.Context) error {
 		ro.verdict.Output = "proctor: " + note + "\n" + ro.verdict.Output
 	}
 	v := ro.verdict
-	ro.rec.Reward, ro.rec.Scores, ro.rec.Tests, ro.rec.VerifierOutput = v.Reward, v.Scores, v.Tests, v.Output
+	ro.rec.Reward, ro.rec.Scores, ro.rec.Tests, ro.rec.VerifierOutput, ro.rec.RewardSource = v.Reward, v.Scores, v.Tests, v.Output, v.RewardSource
+	ro.writeVerifierLog()
 	return nil
+}
+
+// writeVerifierLog writes the verifier's whole output to verifier/; a
+// failure costs the log, not the rollout.
+func (ro *rollout) writeVerifierLog() {
+	if ro.verdict.Log == "" {
+		return
+	}
+	name := rundir.VerifierLogName(ro.id, ro.try)
+	if err := ro.r.Store.WriteVerifierLog(name, ro.verdict.Log); err != nil {
+		ro.r.Log.Warn("write verifier log", "rollout", ro.id, "err", err)
+		return
+	}
+	ro.rec.VerifierLog = rundir.VerifierLogDir + "/" + name
 }
 
 // score runs the stacked rewards and combines them with the verifier's;
@@ -352,11 +370,21 @@ func (ro *rollout) phase(ctx context.Context, name string, timeout time.Duration
 	return err
 }
 
-// start starts a sandbox, at most StartConcurrency at once.
+// start starts a sandbox, at most StartConcurrency at once, within the
+// spec's own start timeout (a task's build timeout) when it has one.
 func (r *Runner) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if err := r.startSem.Acquire(ctx, 1); err != nil {
 		return nil, err
 	}
 	defer r.startSem.Release(1)
-	return r.Backend.Start(ctx, spec)
+	if spec.StartTimeout <= 0 {
+		return r.Backend.Start(ctx, spec)
+	}
+	sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
+	defer cancel()
+	sb, err := r.Backend.Start(sctx, spec)
+	if err != nil && sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		err = fmt.Errorf("the task's build timeout of %s passed: %w", spec.StartTimeout, err)
+	}
+	return sb, err
 }

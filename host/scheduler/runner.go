@@ -90,8 +90,8 @@ type job struct {
 // are recorded or ctx is cancelled; a cancelled run records nothing for
 // the rollouts it stopped, so a resume runs them again. The first record
 // that cannot be stored ends the run: no rollout starts after it, the
-// running ones finish and are recorded if they can be, and Run returns
-// that error.
+// running ones are cancelled at once (their work could not be kept) and
+// left for a resume, and Run returns that error.
 func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 	if err := r.prepare(); err != nil {
 		return Stats{}, err
@@ -101,8 +101,8 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 	t := &tally{Stats: Stats{Planned: len(jobs), Skipped: skipped, Outcomes: map[string]int{}}}
 	r.Progress.Start(len(jobs)+skipped, skipped)
 
-	// stop ends when ctx does or a job fails; the rollouts themselves run
-	// on ctx, so a failed record does not cancel the ones running.
+	// stop ends when ctx does or a record fails; the rollouts run on it,
+	// so a failed record cancels the ones running.
 	g, stop := errgroup.WithContext(ctx)
 	g.SetLimit(c.Concurrency)
 	for _, j := range jobs {
@@ -113,7 +113,7 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 			if stop.Err() != nil {
 				return nil // the run ended while this job waited for its turn
 			}
-			rec, ok := r.runWithRetries(ctx, j)
+			rec, ok := r.runWithRetries(stop, j)
 			if !ok {
 				return nil // interrupted: leave it for a resume
 			}

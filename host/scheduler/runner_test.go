@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,6 +241,23 @@ func TestRunnerStopsAtFirstRecordError(t *testing.T) {
 	}
 }
 
+// TestRunnerCancelsRunningAtRecordError: when a record cannot be stored,
+// the rollouts still running are cancelled at once, not left to run to
+// their end for work the run then throws away: the slow one here would
+// wait out its 30 s agent timeout and be counted.
+func TestRunnerCancelsRunningAtRecordError(t *testing.T) {
+	tasks := []scheduler.Task{{ID: "slow", AgentTimeout: 30 * time.Second}, {ID: "fast"}}
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Concurrency: 2})
+	r.Store.Close() // every append fails from here on
+	st, err := r.Run(context.Background(), tasks)
+	if err == nil || !strings.Contains(err.Error(), "record rollout fast#0") {
+		t.Fatalf("Run: %v, want the record error of fast#0", err)
+	}
+	if st.Finished != 1 || st.Outcomes[rundir.OutcomeAgentTimeout] != 0 || st.Interrupted {
+		t.Errorf("stats %+v: want only fast#0 finished, slow#0 cancelled when its record failed", st)
+	}
+}
+
 // TestRunnerRefusesImpossibleConfig: the Runner has no defaults of its
 // own (config fills them in); a Concurrency or Attempts below 1 is an
 // error, not a run that does nothing.
@@ -332,5 +351,65 @@ func TestRunnerIdlesWhileWaiting(t *testing.T) {
 		if got := strings.Join(env.log[id], " "); got != want {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
+	}
+}
+
+// taskEnv gives each rollout a sandbox spec and a verdict of its own.
+type taskEnv struct {
+	spec    sandbox.Spec
+	verdict scheduler.Verdict
+}
+
+type taskRollout struct {
+	scheduler.Rollout
+	env *taskEnv
+}
+
+func (e *taskEnv) NewRollout(ctx context.Context, t scheduler.Task, info scheduler.RolloutInfo) (scheduler.Rollout, error) {
+	ro, err := schedulertest.Env{}.NewRollout(ctx, t, info)
+	return &taskRollout{Rollout: ro, env: e}, err
+}
+func (r *taskRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) { return r.env.spec, nil }
+func (r *taskRollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict, error) {
+	return r.env.verdict, nil
+}
+
+// TestRunnerKeepsVerifierLog: the verifier's whole log goes to verifier/
+// in the run directory, named by the record, with where the reward came
+// from.
+func TestRunnerKeepsVerifierLog(t *testing.T) {
+	env := &taskEnv{verdict: scheduler.Verdict{Reward: 1, Passed: true, Output: "tail", Log: "the whole log\n", RewardSource: "/logs/verifier/reward.txt"}}
+	r, dir := schedulertest.NewRunner(t, env, &schedulertest.Backend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r"})
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "a/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.Store.Records()[0]
+	if rec.VerifierLog != "verifier/a%2Fb.0.try0.txt" || rec.RewardSource != "/logs/verifier/reward.txt" || rec.VerifierOutput != "tail" {
+		t.Fatalf("%+v", rec)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, rec.VerifierLog)); err != nil || string(b) != "the whole log\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+}
+
+// blockingBackend starts nothing until its context ends.
+type blockingBackend struct{}
+
+func (blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRunnerBuildTimeout: a spec's start timeout (a task's
+// build_timeout_sec) bounds the sandbox's start, and the error says so.
+func TestRunnerBuildTimeout(t *testing.T) {
+	env := &taskEnv{spec: sandbox.Spec{Image: "x", StartTimeout: 50 * time.Millisecond}}
+	r, _ := schedulertest.NewRunner(t, env, blockingBackend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Timeouts: scheduler.Timeouts{SandboxStart: time.Minute}})
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "slow-build"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := r.Store.Records()[0]
+	if rec.Outcome != rundir.OutcomeInfraError || rec.ErrorClass != rundir.ClassSandbox || !strings.Contains(rec.Error, "the task's build timeout of 50ms passed") {
+		t.Fatalf("%+v", rec)
 	}
 }

@@ -33,6 +33,9 @@ type Task struct {
 	AgentTimeout  time.Duration // 0: the run's default
 	VerifyTimeout time.Duration // 0: the run's default
 	Raw           json.RawMessage
+	// Broken says why the plugin cannot read the task; its rollouts fail
+	// with that reason.
+	Broken string
 }
 
 // RolloutInfo identifies one rollout to the environment.
@@ -57,6 +60,10 @@ type Verdict struct {
 	Scores map[string]float64
 	Tests  []abi.TestResult
 	Output string // the tail of the verifier's output, for humans
+	// Log is the verifier's whole output (bounded by the plugin's ABI),
+	// RewardSource where the reward came from.
+	Log          string
+	RewardSource string
 }
 
 // Rollout is the environment's side of one rollout. Its sandbox operations
@@ -69,11 +76,19 @@ type Rollout interface {
 	Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.Sandbox, error))
 	Setup(ctx context.Context) error
 	Prompt(ctx context.Context) (system, user string, err error)
-	// Oracle applies the reference solution; ErrNoOracle when there is none.
-	Oracle(ctx context.Context) error
+	// Oracle applies the reference solution and says what it printed;
+	// ErrNoOracle when there is none.
+	Oracle(ctx context.Context) (OracleResult, error)
 	Verify(ctx context.Context, agentTimedOut bool) (Verdict, error)
 	Teardown(ctx context.Context) error
 	Close(ctx context.Context) error
+}
+
+// OracleResult is what applying the reference solution printed, and its
+// exit code when it ran to its end.
+type OracleResult struct {
+	Output   string
+	ExitCode *int
 }
 
 // ErrNoOracle: the environment has no reference solution for the task.
@@ -87,7 +102,7 @@ type AgentInput struct {
 	System    string
 	Prompt    string
 	Sandbox   sandbox.Sandbox
-	Oracle    func(ctx context.Context) error
+	Oracle    func(ctx context.Context) (OracleResult, error)
 	Seed      uint64
 }
 

@@ -102,3 +102,19 @@ func TestJudgeMaxChars(t *testing.T) {
 		t.Errorf("cut transcript:\n%q", asked)
 	}
 }
+
+// TestJudgeConfigCheck: config.check refuses what reward.score would, so a
+// run fails at its start instead of in every rollout's score.
+func TestJudgeConfigCheck(t *testing.T) {
+	sdktest.New(t)
+	for raw, want := range map[string]string{
+		`{"rubric":"be kind","max_chars":100}`: "",
+		`{"max_char":100}`:                     `unknown key "max_char"; did you mean "max_chars"?`,
+		`{"max_chars":0}`:                      "max_chars is 0",
+	} {
+		err := sdktest.Call(abi.HookConfig, abi.ConfigRequest{Config: json.RawMessage(raw)}, nil)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}

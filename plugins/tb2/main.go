@@ -1,10 +1,12 @@
 // Command tb2 is the bundled Terminal-Bench 2 environment. It reads Harbor
-// task folders and dataset rows in the layout of the Hugging Face
-// terminal-bench-2 dataset, runs each task's own image, and verifies the way
-// Harbor does, with its holes closed: the verifier's folder is emptied and
-// the tests uploaded only when verification starts, so an agent can neither
-// pre-write a reward nor read the tests; a missing reward is an
-// infrastructure error carrying the test output, not a silent zero.
+// task folders (task.toml as Harbor's TaskConfig reads it) and dataset rows
+// in the layout of the Hugging Face terminal-bench-2 dataset, runs each
+// task's own image, and verifies the way Harbor does, with its holes
+// closed: the verifier's folder is emptied and the tests uploaded only when
+// verification starts, so an agent can neither pre-write a reward nor read
+// the tests; a missing reward is an infrastructure error carrying the test
+// output, not a silent zero. docs/config.md lists what it reads of
+// task.toml and where it differs from Harbor on purpose.
 //
 // It is built only against the public SDK and doubles as the reference
 // plugin for authors.
@@ -14,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -108,6 +111,12 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 		case anyMatch(c.Skip, t.Name):
 			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.Name, Reason: "in env.config.skip"})
 			continue
+		case t.Broken == "" && t.Refused != "":
+			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.Name, Reason: t.Refused})
+			continue
+		}
+		if len(t.Ignored) > 0 {
+			sdk.Log(sdk.LevelWarn, fmt.Sprintf("task %s: task.toml keys without effect in proctor: %s", t.Name, strings.Join(t.Ignored, ", ")))
 		}
 		agentTO := t.AgentTimeoutSec * c.AgentTimeoutMult
 		verifyTO := t.VerifierTimeoutSec * c.VerifierTimeoutMult
@@ -119,8 +128,8 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 		t.VerifierTimeoutSec = verifyTO
 		data, _ := json.Marshal(t)
 		resp.Tasks = append(resp.Tasks, abi.Task{
-			ID: t.Name, Category: t.Category, Difficulty: t.Difficulty,
-			AgentTimeoutSec: agentTO, VerifyTimeoutSec: verifyTO + 60, Data: data,
+			ID: t.Name, Category: t.Category, Difficulty: t.Difficulty, Tags: t.Tags,
+			AgentTimeoutSec: agentTO, VerifyTimeoutSec: verifyTO + 60, Broken: t.Broken, Data: data,
 		})
 	}
 	return resp, nil
@@ -164,12 +173,16 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	if err != nil {
 		return abi.SandboxSpec{}, err
 	}
-	spec := abi.SandboxSpec{Image: t.DockerImage, CPUs: t.CPUs, MemoryMB: t.MemoryMB, ForceBuild: c.ForceBuild && t.EnvironmentTar != nil,
+	spec := abi.SandboxSpec{Image: t.DockerImage, CPUs: t.CPUs, MemoryMB: t.MemoryMB, DiskMB: t.StorageMB,
+		// Harbor builds when there is no image, or when asked to and
+		// there is a Dockerfile to build.
+		ForceBuild: c.ForceBuild && t.HasDockerfile, BuildTimeoutSec: t.BuildTimeoutSec,
+		Workdir: t.Workdir, Env: t.Env, User: t.VerifierUser,
 		// What the verifier runs and writes is out of the agent's reach.
 		Private: []string{testsDir, verifierDir}}
 	if spec.Image == "" || spec.ForceBuild {
-		if t.EnvironmentTar == nil {
-			return spec, sdk.Errorf("setup", "task %s has no environment to build", t.Name)
+		if !t.HasDockerfile {
+			return spec, sdk.Errorf("setup", "task %s has no environment/Dockerfile to build", t.Name)
 		}
 		spec.BuildContext = t.EnvironmentTar
 	}
@@ -179,28 +192,99 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	if c.MemoryMB > 0 {
 		spec.MemoryMB = c.MemoryMB
 	}
-	if t.AllowInternet {
-		spec.Network = "host" // honoured only when the run's config allows it
+	if t.AgentUser != t.VerifierUser {
+		spec.AgentUser = t.AgentUser
+	}
+	if t.Internet {
+		spec.Network = abi.NetworkInternet
 	}
 	return spec, nil
 }
 
-// The folders Harbor's verifier uses: the tests it uploads and runs, and
-// where test.sh writes the reward and logs.
+// The folders Harbor's trial uses: the tests it uploads and runs, where
+// test.sh writes the reward and logs, where the oracle writes its output.
 const (
 	testsDir    = "/tests"
 	verifierDir = "/logs/verifier"
+	agentLogDir = "/logs/agent"
+	solutionDir = "/solution"
 )
 
 func (*env) Setup(r abi.RolloutRequest) error {
-	res, err := sdk.Exec(abi.ExecRequest{Cmd: "mkdir -p /logs/agent /logs/verifier", TimeoutMs: 60000})
+	t, err := task(r)
+	if err != nil {
+		return err
+	}
+	// Harbor mounts these writable for whichever user the agent and the
+	// verifier run as.
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: "mkdir -p /logs/agent /logs/verifier /logs/artifacts && { chmod 777 /logs/agent /logs/artifacts 2>/dev/null || true; }", TimeoutMs: 60000})
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
 		return sdk.Errorf("setup", "create /logs: %s", res.Stderr)
 	}
+	// A prebuilt image with environment/ files but no Dockerfile gets
+	// them copied into its working directory, as Harbor does.
+	if t.DockerImage != "" && !t.HasDockerfile && t.EnvironmentTar != nil {
+		dir := t.Workdir
+		if dir == "" {
+			res, err := sdk.Exec(abi.ExecRequest{Cmd: "pwd", TimeoutMs: 60000})
+			if err != nil {
+				return err
+			}
+			dir = strings.TrimSpace(res.Stdout)
+		}
+		if err := sdk.Upload(dir, t.EnvironmentTar); err != nil {
+			return sdk.Errorf("setup", "copy environment/ into %s: %v", dir, err)
+		}
+	}
+	if t.Healthcheck != nil {
+		return healthcheck(t.Healthcheck)
+	}
 	return nil
+}
+
+// healthcheck runs [environment.healthcheck] as Harbor's
+// BaseEnvironment.run_healthcheck does: until the command exits 0; during
+// the start period failures do not count; after it, the check fails after
+// retries failures in a row. Time is what the commands and the waits took.
+func healthcheck(h *Healthcheck) error {
+	elapsed, failures := 0.0, int64(0)
+	wait := func(sec float64) error {
+		if sec <= 0 {
+			return nil
+		}
+		res, err := sdk.Exec(abi.ExecRequest{Cmd: fmt.Sprintf("sleep %g", sec)})
+		elapsed += float64(res.DurationMs) / 1000
+		return err
+	}
+	for {
+		inStart := elapsed < h.StartPeriodSec
+		// Harbor passes int(timeout_sec): a fraction is cut, and 0 means
+		// no timeout.
+		res, err := sdk.Exec(abi.ExecRequest{Cmd: h.Command, TimeoutMs: int64(h.TimeoutSec) * 1000, MaxOutput: 4096})
+		if err != nil {
+			return err
+		}
+		elapsed += float64(res.DurationMs) / 1000
+		switch {
+		case res.TimedOut:
+			return sdk.Errorf("setup", "healthcheck %q ran past its %ds timeout", h.Command, int64(h.TimeoutSec))
+		case res.ExitCode == 0:
+			return nil
+		case inStart:
+			err = wait(h.StartIntervalSec)
+		default:
+			if failures++; failures >= h.Retries {
+				return sdk.Errorf("setup", "healthcheck failed after %d consecutive retries: %s (exit %d: %s)", h.Retries, h.Command, res.ExitCode, tailString(strings.TrimSpace(res.Stdout+res.Stderr), 500))
+			}
+			err = wait(h.IntervalSec)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func (*env) Prompt(r abi.RolloutRequest) (abi.PromptResponse, error) {
@@ -208,35 +292,66 @@ func (*env) Prompt(r abi.RolloutRequest) (abi.PromptResponse, error) {
 	return abi.PromptResponse{User: t.Instruction}, err
 }
 
+// Oracle runs solution/solve.sh as Harbor's OracleAgent does: uploaded to
+// /solution, made executable, run as its own program (its shebang counts)
+// with DEBIAN_FRONTEND=noninteractive and [solution].env, its output in
+// /logs/agent/oracle.txt. A non-zero exit is what the solution did, not an
+// error.
 func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 	t, err := task(r)
 	if err != nil {
 		return abi.OracleResponse{}, err
 	}
-	if t.SolutionTar == nil {
-		return abi.OracleResponse{}, fmt.Errorf("task %s has no solution/", t.Name)
+	if t.MissingSolve || t.SolutionTar == nil {
+		return abi.OracleResponse{}, sdk.Errorf("setup", "task %s has no solution/solve.sh", t.Name)
 	}
-	if err := sdk.Upload("/solution", t.SolutionTar); err != nil {
+	if err := sdk.Upload(solutionDir, t.SolutionTar); err != nil {
 		return abi.OracleResponse{}, err
 	}
-	ms := int64(t.AgentTimeoutSec * 1000)
-	res, err := sdk.Exec(abi.ExecRequest{Cmd: "bash /solution/solve.sh", TimeoutMs: ms,
-		Env: map[string]string{"DEBIAN_FRONTEND": "noninteractive"}, MaxOutput: 64 << 10})
+	env := map[string]string{"DEBIAN_FRONTEND": "noninteractive"}
+	maps.Copy(env, t.SolutionEnv)
+	// The agent's timeout as the run has it (the task's, times
+	// agent_timeout_multiplier); Harbor passes it as int(seconds).
+	timeout := int64(r.Task.AgentTimeoutSec)
+	const out = agentLogDir + "/oracle.txt"
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: "chmod +x " + solutionDir + "/solve.sh; (" + solutionDir + "/solve.sh) > " + out + " 2>&1",
+		TimeoutMs: timeout * 1000, Env: env})
 	if err != nil {
 		return abi.OracleResponse{}, err
 	}
-	out := tail(res.Stdout+res.Stderr, 4000)
-	if res.TimedOut {
-		return abi.OracleResponse{Output: out}, fmt.Errorf("solve.sh timed out")
+	log, err := readLog(out)
+	if err != nil {
+		return abi.OracleResponse{}, err
 	}
-	return abi.OracleResponse{Output: fmt.Sprintf("solve.sh exit %d\n%s", res.ExitCode, out)}, nil
+	if res.TimedOut {
+		return abi.OracleResponse{}, fmt.Errorf("solve.sh ran past the agent timeout of %ds; output tail:\n%s", timeout, tailString(log, 2000))
+	}
+	code := res.ExitCode
+	return abi.OracleResponse{Output: log, ExitCode: &code}, nil
 }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
+// readLog reads a log file the task's scripts wrote, whole up to
+// abi.MaxVerifyLog bytes; a longer one keeps its first quarter and its
+// end around a line that says what was cut. A missing file reads empty.
+func readLog(path string) (string, error) {
+	b, size, err := sdk.ReadFileHead(path, abi.MaxVerifyLog)
+	if errors.Is(err, sdk.ErrNotFound) {
+		return "", nil
 	}
-	return "…" + s[len(s)-n:]
+	if err != nil {
+		return "", err
+	}
+	if size <= abi.MaxVerifyLog {
+		return string(b), nil
+	}
+	head := abi.MaxVerifyLog / 4
+	tail := abi.MaxVerifyLog - head - 256
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: fmt.Sprintf("tail -c %d %s", tail, path), MaxOutput: tail + 1024, TimeoutMs: 60000})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s\n[proctor: %d bytes of %d cut here; the whole file was %s]\n%s",
+		b[:head], size-int64(head)-int64(len(res.Stdout)), size, path, res.Stdout), nil
 }
 
 func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
@@ -255,94 +370,57 @@ func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	if res.ExitCode != 0 {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "prepare /logs/verifier: %s", res.Stderr)
 	}
-	if err := sdk.Upload("/tests", t.TestsTar); err != nil {
+	if err := sdk.Upload(testsDir, t.TestsTar); err != nil {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "upload tests: %v", err)
 	}
-	ms := int64(t.VerifierTimeoutSec * 1000)
-	res, err = sdk.Exec(abi.ExecRequest{Cmd: `bash -c "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"`, TimeoutMs: ms})
+	// As Harbor's Verifier: test.sh made executable and run as its own
+	// program, its output and errors in test-stdout.txt, with
+	// [verifier].env.
+	const stdout = verifierDir + "/test-stdout.txt"
+	res, err = sdk.Exec(abi.ExecRequest{Cmd: "chmod +x " + testsDir + "/test.sh; (" + testsDir + "/test.sh) > " + stdout + " 2>&1",
+		TimeoutMs: int64(t.VerifierTimeoutSec * 1000), Env: t.VerifierEnv})
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
-	out, _ := sdk.ReadFile("/logs/verifier/test-stdout.txt")
-	outTail := tail(string(out), 4000)
+	log, err := readLog(stdout)
+	if err != nil {
+		return abi.VerifyResponse{}, err
+	}
+	outTail := tailString(log, 4000)
 	if res.TimedOut {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "test.sh ran past the verifier timeout of %.0fs; output tail:\n%s", t.VerifierTimeoutSec, outTail)
 	}
-	v := abi.VerifyResponse{Output: outTail}
-	reward, scores, err := readReward()
+	rw, err := readReward()
 	if err != nil {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "%v (test.sh exit %d); output tail:\n%s", err, res.ExitCode, outTail)
 	}
-	v.Reward, v.Scores = reward, scores
-	v.Passed = reward >= 1
-	if b, err := sdk.ReadFile("/logs/verifier/ctrf.json"); err == nil {
-		v.Tests = parseCTRF(b)
-	}
-	return v, nil
+	return abi.VerifyResponse{Reward: rw.Value, Scores: rw.Scores, Passed: rw.Value >= 1, RewardSource: rw.Source,
+		Output: outTail, Log: log, Tests: testResults(log)}, nil
 }
 
-// readReward reads reward.json (which wins) or reward.txt.
-func readReward() (float64, map[string]float64, error) {
-	if b, err := sdk.ReadFile("/logs/verifier/reward.json"); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		var m map[string]float64
-		if err := json.Unmarshal(b, &m); err != nil {
-			var f float64
-			if json.Unmarshal(b, &f) == nil {
-				return f, nil, nil
+// testResults reads the per-test results the tests left: ctrf.json, else
+// a JUnit XML report in /logs/verifier, else pytest's -rA summary in the
+// log.
+func testResults(log string) []abi.TestResult {
+	if b, err := sdk.ReadFile(verifierDir + "/ctrf.json"); err == nil {
+		if tests := parseCTRF(b); tests != nil {
+			return tests
+		}
+	}
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: `cd /logs/verifier && for f in *.xml; do [ -f "$f" ] && echo "$f"; done | head -n 8`, TimeoutMs: 60000})
+	if err == nil {
+		var tests []abi.TestResult
+		for _, name := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+			if name == "" {
+				continue
 			}
-			return 0, nil, fmt.Errorf("reward.json is not an object of numbers: %v", err)
+			if b, err := sdk.ReadFile(verifierDir + "/" + name); err == nil {
+				tests = append(tests, parseJUnit(b)...)
+			}
 		}
-		if r, ok := m["reward"]; ok {
-			return r, m, nil
+		if tests != nil {
+			return tests
 		}
-		if len(m) == 0 {
-			return 0, nil, errors.New("reward.json is empty")
-		}
-		sum := 0.0
-		for _, v := range m {
-			sum += v
-		}
-		return sum / float64(len(m)), m, nil
 	}
-	b, err := sdk.ReadFile("/logs/verifier/reward.txt")
-	if err != nil {
-		if errors.Is(err, sdk.ErrNotFound) {
-			return 0, nil, errors.New("no reward: test.sh wrote neither /logs/verifier/reward.txt nor reward.json")
-		}
-		return 0, nil, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return 0, nil, errors.New("reward.txt is empty")
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, nil, fmt.Errorf("reward.txt holds %q, not a number", tail(s, 80))
-	}
-	return f, nil, nil
-}
-
-func parseCTRF(b []byte) []abi.TestResult {
-	var doc struct {
-		Results struct {
-			Tests []struct {
-				Name    string `json:"name"`
-				Status  string `json:"status"`
-				Message string `json:"message"`
-				Trace   string `json:"trace"`
-			} `json:"tests"`
-		} `json:"results"`
-	}
-	if json.Unmarshal(b, &doc) != nil {
-		return nil
-	}
-	var out []abi.TestResult
-	for _, t := range doc.Results.Tests {
-		msg := t.Message
-		if msg == "" {
-			msg = tail(t.Trace, 500)
-		}
-		out = append(out, abi.TestResult{Name: t.Name, Status: t.Status, Message: msg})
-	}
-	return out
+	return parsePytestSummary(log)
 }

@@ -29,6 +29,12 @@ func (scorer) Manifest() abi.Manifest {
 	return abi.Manifest{Name: "toolstats", Version: "1.0.0", Description: "share of tool calls that did not fail"}
 }
 
+// CheckConfig refuses any [reward.config] key: toolstats has none.
+func (scorer) CheckConfig(raw json.RawMessage) error {
+	var none struct{}
+	return sdk.DecodeConfig(raw, &none)
+}
+
 // transcript is the part of a rollout's transcript this plugin reads.
 type transcript struct {
 	Trajectory trajectory `json:"trajectory"`

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/proctor-dev/proctor/sdk/abi"
@@ -25,8 +26,11 @@ func TestScore(t *testing.T) {
 	}
 	var m abi.Manifest
 	sdktest.Call(abi.HookDescribe, abi.Empty{}, &m)
-	if len(m.Hooks) != 2 || m.Hooks[1] != abi.HookReward || len(m.Capabilities) != 0 {
+	if strings.Join(m.Hooks, ",") != "describe,reward.score,config.check" || len(m.Capabilities) != 0 {
 		t.Errorf("a reward-only plugin describes itself as %+v", m)
+	}
+	if err := sdktest.Call(abi.HookConfig, abi.ConfigRequest{Config: json.RawMessage(`{"weight":1}`)}, nil); err == nil || !strings.Contains(err.Error(), `unknown key "weight"`) {
+		t.Errorf("toolstats takes no config, got %v", err)
 	}
 	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{}, &struct{}{}); err == nil {
 		t.Error("a reward plugin answered tasks.load")

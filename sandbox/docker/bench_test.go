@@ -237,3 +237,60 @@ func vmRSS(b *testing.B) float64 {
 	b.Fatal(fmt.Errorf("no VmRSS in /proc/self/status"))
 	return 0
 }
+
+// BenchmarkIsolationOverhead is what verifier isolation adds to a rollout's
+// sandbox life: each iteration starts and closes a plain sandbox and an
+// isolated one (started, sealed for verification, closed) back to back, so
+// both see the same load, and reports the medians of each and of the
+// paired differences.
+func BenchmarkIsolationOverhead(b *testing.B) {
+	sandboxtest.RequireDocker(b)
+	plain, err := New(WithIsolation(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close()
+	isolated, err := New(WithIsolation(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer isolated.Close()
+	ctx := context.Background()
+	labels := map[string]string{sandbox.LabelRun: "bench"}
+	life := func(be *Backend, spec sandbox.Spec, seal bool) (start, sealed, closed time.Duration) {
+		t0 := time.Now()
+		sb, err := be.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Since(t0)
+		if seal {
+			t1 := time.Now()
+			if _, err := sb.(sandbox.Isolated).Seal(ctx); err != nil {
+				b.Fatal(err)
+			}
+			sealed = time.Since(t1)
+		}
+		t2 := time.Now()
+		if err := sb.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return start, sealed, time.Since(t2)
+	}
+	var plainLife, isoStart, isoSeal, isoClose, isoLife, diff []time.Duration
+	for b.Loop() {
+		ps, _, pc := life(plain, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: labels}, false)
+		is, il, ic := life(isolated, sandbox.Spec{Image: sandboxtest.BaseImage(), Labels: labels, Private: sandboxtest.Private}, true)
+		plainLife = append(plainLife, ps+pc)
+		isoStart, isoSeal, isoClose = append(isoStart, is), append(isoSeal, il), append(isoClose, ic)
+		isoLife = append(isoLife, is+il+ic)
+		diff = append(diff, is+il+ic-ps-pc)
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"plain-ms", plainLife}, {"isolated-ms", isoLife}, {"iso-start-ms", isoStart}, {"seal-ms", isoSeal}, {"iso-close-ms", isoClose}, {"overhead-ms", diff}} {
+		slices.Sort(m.d)
+		b.ReportMetric(float64(m.d[len(m.d)/2])/1e6, m.name)
+	}
+}

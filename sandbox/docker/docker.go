@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,26 +28,14 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dnetwork "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/seccomp"
 	"github.com/proctor-dev/proctor/sandbox/shell"
 )
-
-// capabilities kept after dropping all. Tasks run apt-get, create users and
-// start services as root, so root must still own and chown files
-// (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), switch users (SETUID, SETGID,
-// SETPCAP for dropping capabilities when it does), signal its own processes
-// (KILL, also how timeouts kill a command's group), bind low ports for
-// services (NET_BIND_SERVICE), chroot for package scripts (SYS_CHROOT) and
-// create device-less special files such as fifos (MKNOD). Left out of
-// Docker's default set: NET_RAW (raw sockets; no network anyway) and
-// AUDIT_WRITE.
-var capabilities = []string{
-	"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
-	"SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "MKNOD",
-}
 
 // Backend starts containers. It is safe for concurrent use.
 type Backend struct {
@@ -62,6 +49,7 @@ type Backend struct {
 	armorOnce sync.Once
 	armor     bool
 	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
+	wardens   wardenDirs
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -84,6 +72,7 @@ func New(opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cli: cli, log: slog.Default(), builds: map[string]*buildJob{}, isolate: true}
+	b.wardens.off = !localEngine(cli.DaemonHost())
 	for _, o := range opts {
 		o(b)
 	}
@@ -154,6 +143,20 @@ func (b *Backend) Ping(ctx context.Context) (Info, error) {
 	return info, nil
 }
 
+// NoDefaultNetwork says why the engine's default network
+// (sandbox.NetworkDefault) would leave a container with nothing but its
+// loopback, or "" when it has one: an engine started with --bridge=none
+// has no "bridge" network.
+func (b *Backend) NoDefaultNetwork(ctx context.Context) string {
+	if _, err := b.cli.NetworkInspect(ctx, "bridge", dnetwork.InspectOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "the Docker engine has no bridge network (dockerd --bridge=none)"
+		}
+		return "the Docker engine's bridge network: " + engineError(err).Error()
+	}
+	return ""
+}
+
 // Ping connects with the environment's settings and pings the engine.
 func Ping(ctx context.Context) (Info, error) {
 	b, err := New()
@@ -198,7 +201,6 @@ type Sandbox struct {
 	image   string       // the image's id (sha256:...), what actually ran
 	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
 	sh      *shell.Shell // the plugin's shell
-	hijacks []interface{ Close() error }
 
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
@@ -206,6 +208,10 @@ type Sandbox struct {
 	pluginNS int // the plugin warden's pid: it holds the plugin's mount namespace
 	agent    *agentView
 	disk     *diskWatch // nil when the engine enforces the disk limit
+
+	// The agent's user and the owner of the files it copies in, when they
+	// are not the plugin's.
+	agentUser, agentOwner string
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -235,12 +241,15 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if network == "" {
 		network = sandbox.NetworkNone
 	}
-	if network != sandbox.NetworkNone && network != sandbox.NetworkHost {
-		return nil, fmt.Errorf("sandbox network %q: want %q or %q", network, sandbox.NetworkNone, sandbox.NetworkHost)
+	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
+		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
 	}
-	private, err := privateDirs(spec.Private)
+	private, err := shell.PrivateDirs(spec.Private)
 	if err != nil {
 		return nil, err
+	}
+	if spec.AgentUser != "" && spec.AgentUser != spec.User && !b.isolate {
+		return nil, fmt.Errorf("the agent's user %q is not the verifier's %q: only an isolated sandbox runs them apart ([sandbox] isolation = true)", spec.AgentUser, spec.User)
 	}
 	if len(private) > 0 && !b.isolate {
 		return nil, fmt.Errorf("the spec has private folders %v, but this docker backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
@@ -292,7 +301,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		Privileged:  false,
 		SecurityOpt: []string{"no-new-privileges"},
 		CapDrop:     []string{"ALL"},
-		CapAdd:      capabilities,
+		CapAdd:      sandbox.Capabilities,
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpus * 1e9),
 			Memory:     mem << 20,
@@ -307,8 +316,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		cfg.User = "0"
 		// Only the warden uses CAP_SYS_ADMIN: it builds the namespaces and
 		// drops the capability for good before the agent's shell starts.
-		hc.CapAdd = append(slices.Clone(capabilities), "SYS_ADMIN")
-		profile, err := isolatedSeccomp()
+		hc.CapAdd = append(slices.Clone(sandbox.Capabilities), sandbox.CapWarden)
+		profile, err := seccomp.Docker()
 		if err != nil {
 			return nil, fmt.Errorf("seccomp profile: %w", err)
 		}
@@ -327,7 +336,21 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
+	copyWarden := false
+	if b.isolate {
+		if m, ok := b.wardens.mount(warden); ok {
+			hc.Mounts = append(hc.Mounts, m)
+		} else {
+			copyWarden = true
+		}
+	}
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if bindRefused(err) && !copyWarden {
+		b.log.Debug("the engine cannot bind the warden's folder: copying it into each container", "err", err)
+		b.wardens.disable()
+		hc.Mounts, copyWarden = nil, true
+		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	}
 	if quotaRefused(err) {
 		b.quota.Store(quotaNo)
 		hc.StorageOpt = nil
@@ -342,9 +365,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if user == "" && ii.Config != nil {
 		user = ii.Config.User
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, image: ii.ID, private: private, tmpfsMiB: mem}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
-	if b.isolate {
+	if copyWarden {
 		if err := b.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(wardenArchive(warden)), container.CopyToContainerOptions{}); err != nil {
 			s.remove(ctx)
 			return nil, fmt.Errorf("put the warden into the container: %w", engineError(err))
@@ -366,35 +389,35 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			s.workdir = strings.TrimSpace(r.Stdout)
 		}
 	}
-	if b.isolate && s.user != "" {
-		// The user in numbers, resolved before the agent can change the
+	if b.isolate {
+		// The users in numbers, resolved before the agent can change the
 		// image's passwd: later shells (a restart, the remount) and the
-		// files the engine copies in use it.
-		r, err := s.sh.Exec(ctx, shellJoin([]string{shell.WardenPath, "id", s.user}), sandbox.ExecOptions{Fresh: true})
-		ids := strings.TrimSpace(r.Stdout)
-		if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
-			s.remove(ctx)
-			return nil, fmt.Errorf("resolve user %q in the image: %v %s", s.user, err, strings.TrimSpace(r.Stderr))
+		// files the engine copies in use them.
+		for _, u := range []struct{ user, owner *string }{{&s.user, &s.owner}, {&s.agentUser, &s.agentOwner}} {
+			if *u.user == "" {
+				continue
+			}
+			r, err := s.sh.Exec(ctx, shell.WardenCommand("id", *u.user), sandbox.ExecOptions{Fresh: true})
+			ids := strings.TrimSpace(r.Stdout)
+			if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
+				s.remove(ctx)
+				return nil, fmt.Errorf("resolve user %q in the image: %v %s", *u.user, err, strings.TrimSpace(r.Stderr))
+			}
+			*u.user = ids
+			uid, gid, _ := strings.Cut(ids, ":")
+			gid, _, _ = strings.Cut(gid, ":")
+			*u.owner = uid + ":" + gid
 		}
-		s.user = ids
-		uid, gid, _ := strings.Cut(ids, ":")
-		gid, _, _ = strings.Cut(gid, ":")
-		s.owner = uid + ":" + gid
 	}
 	return s, nil
 }
 
-// privateDirs checks and cleans the spec's private folders.
-func privateDirs(dirs []string) ([]string, error) {
-	var out []string
-	for _, d := range dirs {
-		c := path.Clean(d)
-		if !path.IsAbs(d) || c == "/" || strings.HasPrefix(c, shell.WardenDir) {
-			return nil, fmt.Errorf("private folder %q: want an absolute folder other than / and %s", d, shell.WardenDir)
-		}
-		out = append(out, c)
+// agentUserOr is the user the agent's commands run as.
+func (s *Sandbox) agentUserOr() (user, owner string) {
+	if s.agentUser != "" {
+		return s.agentUser, s.agentOwner
 	}
-	return out, nil
+	return s.user, s.owner
 }
 
 // wardenArchive is the tar that puts the warden and the plugin shell's
@@ -492,7 +515,6 @@ func (s *Sandbox) attach(ctx context.Context, sp shellSpec) (*shell.Shell, int, 
 		}
 		pw.CloseWithError(err)
 	}()
-	s.hijacks = append(s.hijacks, hj.Conn)
 	out := bufio.NewReaderSize(pr, 64<<10)
 	nsInit := 0
 	if sp.header {
@@ -646,29 +668,25 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", s.gone(ctx, err)
 	}
-	if max > 0 && max-pids < reservedPids {
+	if max > 0 && max-pids < shell.ReservedPids {
 		if err := s.agent.stop(ctx); err != nil {
 			return "", err
 		}
-		note = fmt.Sprintf("the agent's processes were stopped before verification: the sandbox had %d of %d process slots in use", pids, max)
+		note = shell.StoppedNote(pids, max)
 	}
 	if len(s.private) == 0 {
 		return note, nil
 	}
-	argv := []string{shell.WardenPath, "remount", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
-	if s.user != "" {
-		argv = append(argv, "-user", s.user)
-	}
 	if !rootUser(s.user) {
 		// The plugin's shell runs without the capability to mount: a
 		// separate exec as root joins its namespace.
-		argv = append(argv, "-ns", strconv.Itoa(s.pluginNS))
-		if err := s.rootExec(ctx, append(argv, s.private...)...); err != nil {
+		args := shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)
+		if err := s.rootExec(ctx, append([]string{shell.WardenPath}, args...)...); err != nil {
 			return note, fmt.Errorf("empty the private folders: %w", err)
 		}
 		return note, nil
 	}
-	r, err := s.sh.Exec(ctx, shellJoin(append(argv, s.private...)), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
+	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
 	if err != nil {
 		return note, s.gone(ctx, err)
 	}
@@ -682,17 +700,6 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 func rootUser(u string) bool {
 	name, _, _ := strings.Cut(u, ":")
 	return name == "" || name == "0" || name == "root"
-}
-
-// reservedPids is how many process slots verification needs free.
-const reservedPids = 64
-
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = shell.Quote(a)
-	}
-	return strings.Join(q, " ")
 }
 
 // agentView is the agent's side of an isolated sandbox: its own shell in
@@ -715,8 +722,8 @@ func (a *agentView) current() *shell.Shell {
 
 func (a *agentView) start(ctx context.Context) error {
 	argv := []string{shell.WardenPath, "agent"}
-	if a.s.user != "" {
-		argv = append(argv, "-user", a.s.user)
+	if user, _ := a.s.agentUserOr(); user != "" {
+		argv = append(argv, "-user", user)
 	}
 	argv = append(append(argv, "--"), bootstrap(stateDir)...)
 	var nsInit int
@@ -756,9 +763,6 @@ func (a *agentView) stop(ctx context.Context) error {
 	return nil
 }
 
-// restarted is what a call sees when a command killed the agent's shell.
-const restarted = "the shell was killed by a command in the sandbox; a new shell was started (working directory and exported variables are reset)"
-
 // Exec runs cmd in the agent's shell. When a command (the agent's own
 // `kill -9 -1`, say) killed the shell while the container still runs, a
 // new shell is started and the call reports exit 137 with a note: what the
@@ -794,7 +798,7 @@ func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions)
 		}
 		sh.Close()
 	}
-	return sandbox.ExecResult{ExitCode: 137, Stderr: restarted + "\n", Duration: r.Duration}, nil
+	return sandbox.ExecResult{ExitCode: 137, Stderr: shell.Restarted + "\n", Duration: r.Duration}, nil
 }
 
 // Close ends the agent's shell; the sandbox lives on until its own Close.

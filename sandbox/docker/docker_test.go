@@ -285,24 +285,63 @@ func TestIsolation(t *testing.T) {
 	})
 }
 
-// A shell that may not mount still gets fresh private folders from Seal: a
-// separate exec as root empties them in the plugin's namespace.
-func TestSealAsUnprivilegedUser(t *testing.T) {
+// TestWardenDelivery: the warden reaches the container by a read-only bind
+// of this machine's folder, which nothing in the sandbox can write, and
+// by a copy where the engine cannot bind it (a remote engine); isolation
+// holds either way.
+func TestWardenDelivery(t *testing.T) {
+	for _, bind := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bind=%v", bind), func(t *testing.T) {
+			b := newBackend(t)
+			if !bind {
+				b.wardens.disable()
+			}
+			sb := start(t, b, sandbox.Spec{Workdir: "/app", Private: sandboxtest.Private})
+			ctx := context.Background()
+			r, err := sb.Agent().Exec(ctx, "grep ' /.proctor ' /proc/self/mounts | wc -l; echo x > /.proctor/warden; echo rc=$?", sandbox.ExecOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mounted, rest, _ := strings.Cut(r.Stdout, "\n")
+			if strings.TrimSpace(mounted) == "0" || !strings.Contains(rest, "rc=1") {
+				t.Errorf("the agent's view of the warden's folder: %q %q", r.Stdout, r.Stderr)
+			}
+			if _, err := sb.Seal(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := sb.Exec(ctx, "/.proctor/warden id root", sandbox.ExecOptions{}); err != nil || r.ExitCode != 0 {
+				t.Errorf("the warden after Seal: %+v %v", r, err)
+			}
+			b.wardens.mu.Lock()
+			n := len(b.wardens.dirs)
+			b.wardens.mu.Unlock()
+			if (n == 1) != bind {
+				t.Errorf("warden folders %d, bind %v", n, bind)
+			}
+		})
+	}
+}
+
+// The users of an isolated sandbox (sandboxtest.RunUsers): Seal as a user
+// that may not mount (a separate exec as root empties the private folders
+// in the plugin's namespace), the agent's user apart from the plugin's.
+func TestUsers(t *testing.T) {
 	b := newBackend(t)
-	sb := start(t, b, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: sandboxtest.Private})
-	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
+	sandboxtest.RunUsers(t, func(t *testing.T, spec sandbox.Spec) sandbox.Isolated {
+		return start(t, b, spec)
+	})
+}
+
+// Without isolation the agent's user and the plugin's cannot be kept
+// apart: refused.
+func TestAgentUserWithoutIsolation(t *testing.T) {
+	plain, err := New(WithIsolation(false))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.Seal(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("a file from before Seal: %v", err)
-	}
-	r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
-	if err != nil || r.Stdout != "nobody\nnobody\n" {
-		t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
+	defer plain.Close()
+	if _, err := plain.Start(context.Background(), sandbox.Spec{Image: sandboxtest.BaseImage(), AgentUser: "nobody"}); err == nil || !strings.Contains(err.Error(), "only an isolated sandbox") {
+		t.Fatalf("want a refusal, got %v", err)
 	}
 }
 
@@ -337,5 +376,149 @@ func TestDiskLimit(t *testing.T) {
 	}
 	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
 		t.Errorf("seal after the limit: %v", err)
+	}
+}
+
+// TestDefaultNetwork: NetworkDefault is the engine's own network, and
+// NoDefaultNetwork says when that is nothing but loopback (an engine
+// started with --bridge=none).
+func TestDefaultNetwork(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	bridge := exec.Command("docker", "network", "inspect", "bridge").Run() == nil
+	why := b.NoDefaultNetwork(ctx)
+	if (why == "") != bridge {
+		t.Fatalf("bridge network %v, NoDefaultNetwork %q", bridge, why)
+	}
+	sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkDefault})
+	r, err := sb.Exec(ctx, "ls /sys/class/net | grep -v '^lo$' | wc -l", sandbox.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(r.Stdout); (got != "0") != bridge {
+		t.Fatalf("interfaces besides lo: %s, bridge network %v", got, bridge)
+	}
+}
+
+func TestBuildNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		run, build, want sandbox.Network
+	}{
+		{"", "", sandbox.NetworkNone},
+		{sandbox.NetworkHost, "", sandbox.NetworkHost},
+		{sandbox.NetworkDefault, "", sandbox.NetworkDefault},
+		{sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkDefault},
+		{sandbox.NetworkHost, sandbox.NetworkNone, sandbox.NetworkNone},
+		{"bridge", "", sandbox.NetworkNone},
+	} {
+		if got := buildNetwork(sandbox.Spec{Network: tc.run, BuildNetwork: tc.build}); got != tc.want {
+			t.Errorf("%q/%q: %q", tc.run, tc.build, got)
+		}
+	}
+}
+
+// awaitWaiters returns once n callers wait for the one build b runs.
+func awaitWaiters(b *Backend, n int) {
+	for {
+		b.mu.Lock()
+		ok := false
+		for _, bd := range b.builds {
+			ok = bd.waiters == n
+		}
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sleepyBuild is the spec of an image whose build sleeps that long, new to
+// the engine's cache.
+func sleepyBuild(t *testing.T, sleep string) sandbox.Spec {
+	return sandbox.Spec{BuildContext: buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN sleep "+sleep+" && echo "+fmt.Sprint(time.Now().UnixNano())+" > /stamp\n")}
+}
+
+// removeBuilt removes the image a test built from ctxTar (its own, by the
+// content-hash tag), so test runs do not pile images up.
+func removeBuilt(t *testing.T, image string) {
+	t.Cleanup(func() {
+		if image != "" {
+			exec.Command("docker", "rmi", "-f", image).Run()
+		}
+	})
+}
+
+// TestSharedBuildOutlivesFirstCaller: a build two starts share runs on
+// until the last of them gives up: the first caller's cancellation (its
+// rollout interrupted, its start timeout) no longer fails the second.
+func TestSharedBuildOutlivesFirstCaller(t *testing.T) {
+	b := newBackend(t)
+	spec := sleepyBuild(t, "2")
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := b.buildOnce(first, spec)
+		firstErr <- err
+	}()
+	second := make(chan error, 1)
+	var image string
+	go func() {
+		awaitWaiters(b, 1)
+		var err error
+		image, err = b.buildOnce(context.Background(), spec)
+		second <- err
+	}()
+	awaitWaiters(b, 2)
+	cancelFirst()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: %v, want its own cancellation", err)
+	}
+	err := <-second
+	removeBuilt(t, image)
+	if err != nil {
+		t.Fatalf("second caller: %v, want the shared build to finish", err)
+	}
+	if ok, err := b.imagePresent(context.Background(), image); !ok || err != nil {
+		t.Fatalf("image %s present %v: %v", image, ok, err)
+	}
+}
+
+// TestSharedBuildEndsWithLastCaller: once every caller waiting for a build
+// has given up, the build is cancelled, and a later caller starts anew.
+func TestSharedBuildEndsWithLastCaller(t *testing.T) {
+	b := newBackend(t)
+	spec := sleepyBuild(t, "60")
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := b.buildOnce(ctx, spec)
+			errs <- err
+		}()
+	}
+	awaitWaiters(b, 2)
+	b.mu.Lock()
+	var bd *buildJob
+	for _, j := range b.builds {
+		bd = j
+	}
+	b.mu.Unlock()
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Errorf("caller: %v, want its cancellation", err)
+		}
+	}
+	<-bd.done // the build itself ends, well before its 60 s sleep
+	if bd.err == nil {
+		removeBuilt(t, bd.image)
+		t.Fatalf("the build ran to its end with no one waiting: %s", bd.image)
+	}
+	b.mu.Lock()
+	n := len(b.builds)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d builds still listed, want none: a later caller must start anew", n)
 	}
 }

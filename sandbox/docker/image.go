@@ -20,11 +20,16 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
 
-// build is one image build that concurrent starts share.
+// buildJob is one image build (or push) that concurrent starts share. It
+// runs on a context of its own that ends when the build does or when every
+// caller waiting for it has given up, so one caller's cancellation does
+// not fail the others.
 type buildJob struct {
-	done  chan struct{}
-	image string
-	err   error
+	done    chan struct{}
+	image   string
+	err     error
+	waiters int                // callers waiting for it, under Backend.mu
+	cancel  context.CancelFunc // ends the build
 }
 
 // ensureImage returns an image reference that exists locally: the spec's
@@ -61,32 +66,60 @@ func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, e
 func (b *Backend) buildOnce(ctx context.Context, spec sandbox.Spec) (string, error) {
 	h := sha256.New()
 	h.Write(spec.BuildContext)
-	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(spec.Network))
+	io.WriteString(h, "\x00"+spec.Dockerfile+"\x00"+string(buildNetwork(spec)))
 	tag := "proctor-build:" + hex.EncodeToString(h.Sum(nil))[:24]
 
+	return b.once(ctx, tag, func(ctx context.Context) (string, error) { return b.buildImage(ctx, spec, tag) })
+}
+
+// once runs do for key at most once at a time: concurrent callers with the
+// same key wait for the same result, and a success is kept for later
+// callers. do runs on a context of its own (see buildJob): one caller's
+// cancellation fails only that caller, and do is cancelled when the last
+// waiting caller gives up. A failure is forgotten: it may succeed later (a
+// cancelled one certainly).
+func (b *Backend) once(ctx context.Context, key string, do func(ctx context.Context) (string, error)) (string, error) {
 	b.mu.Lock()
-	if bd, ok := b.builds[tag]; ok {
-		b.mu.Unlock()
-		select {
-		case <-bd.done:
-			return bd.image, bd.err
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+	bd, ok := b.builds[key]
+	if !ok {
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		bd = &buildJob{done: make(chan struct{}), cancel: cancel}
+		b.builds[key] = bd
+		go func() {
+			image, err := do(bctx)
+			cancel()
+			b.mu.Lock()
+			bd.image, bd.err = image, err
+			if err != nil && b.builds[key] == bd {
+				delete(b.builds, key)
+			}
+			b.mu.Unlock()
+			close(bd.done)
+		}()
 	}
-	bd := &buildJob{done: make(chan struct{})}
-	b.builds[tag] = bd
+	bd.waiters++
 	b.mu.Unlock()
 
-	bd.image, bd.err = b.buildImage(ctx, spec, tag)
-	close(bd.done)
-	if bd.err != nil {
-		// A failed build may succeed later (a cancelled one certainly).
+	select {
+	case <-bd.done:
 		b.mu.Lock()
-		delete(b.builds, tag)
+		bd.waiters--
 		b.mu.Unlock()
+		return bd.image, bd.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		bd.waiters--
+		if bd.waiters == 0 {
+			// The last caller is gone: no one wants the result now, and a
+			// caller coming later starts anew.
+			bd.cancel()
+			if b.builds[key] == bd {
+				delete(b.builds, key)
+			}
+		}
+		b.mu.Unlock()
+		return "", ctx.Err()
 	}
-	return bd.image, bd.err
 }
 
 func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string) (string, error) {
@@ -102,11 +135,8 @@ func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string)
 	if err := archive.Check(bytes.NewReader(spec.BuildContext)); err != nil {
 		return "", &sandbox.ImageError{Image: name, Reason: "build context: " + err.Error()}
 	}
-	network := "none"
-	if spec.Network == sandbox.NetworkHost {
-		network = "host"
-	}
-	b.log.Info("building image", "image", name, "tag", tag)
+	network := string(buildNetwork(spec))
+	b.log.Info("building image", "image", name, "tag", tag, "network", network)
 	resp, err := b.cli.ImageBuild(ctx, bytes.NewReader(spec.BuildContext), build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  spec.Dockerfile,
@@ -125,6 +155,20 @@ func (b *Backend) buildImage(ctx context.Context, spec sandbox.Spec, tag string)
 		return "", &sandbox.ImageError{Image: name, Reason: "build failed: " + err.Error(), LogTail: tail}
 	}
 	return tag, nil
+}
+
+// buildNetwork is the network a build of spec's image gets: BuildNetwork,
+// else the sandbox's own.
+func buildNetwork(spec sandbox.Spec) sandbox.Network {
+	n := spec.BuildNetwork
+	if n == "" {
+		n = spec.Network
+	}
+	switch n {
+	case sandbox.NetworkHost, sandbox.NetworkDefault:
+		return n
+	}
+	return sandbox.NetworkNone
 }
 
 // readStream reads the engine's JSON message stream of a build or pull,

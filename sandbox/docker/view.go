@@ -32,9 +32,6 @@ type view struct {
 	plugin bool
 }
 
-// maxShellArchive caps a download that travels through a shell.
-const maxShellArchive = 64 << 20
-
 // Exec runs cmd in the view's shell. If the shell died, the container is
 // inspected so the error says why (killed, OOM, engine restarted).
 func (v view) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
@@ -58,36 +55,12 @@ func (v view) abs(p string) string {
 // private reports whether a path lies in one of the plugin's private
 // folders, seen from this view.
 func (v view) private(full string) bool {
-	if !v.plugin {
-		return false
-	}
-	for _, d := range v.s.private {
-		if full == d || strings.HasPrefix(full, d+"/") {
-			return true
-		}
-	}
-	return false
+	return v.plugin && shell.InPrivate(v.s.private, full)
 }
 
-// warden runs the warden in the view's shell with stdin, keeping up to max
-// bytes of its output.
-func (v view) warden(ctx context.Context, stdin []byte, max int, args ...string) (sandbox.ExecResult, error) {
-	return v.Exec(ctx, shellJoin(append([]string{shell.WardenPath}, args...)), sandbox.ExecOptions{Fresh: true, Stdin: stdin, MaxOutput: max})
-}
-
-// wardenErr turns the warden's exit status into an error for path p.
-func wardenErr(op, p string, r sandbox.ExecResult) error {
-	msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.Stderr), "warden: "))
-	switch r.ExitCode {
-	case 0:
-		return nil
-	case 3:
-		return fmt.Errorf("%s %s: %w", op, p, sandbox.ErrNotFound)
-	case 5:
-		return fmt.Errorf("%s %s: %w: %s", op, p, sandbox.ErrUnsafeArchive, msg)
-	}
-	return fmt.Errorf("%s %s: %s", op, p, msg)
-}
+// files are the file operations of the plugin's private folders, through
+// the plugin's shell.
+func (v view) files() shell.Files { return shell.Files{Exec: v.Exec} }
 
 // mkdir makes a folder (CopyToContainer needs it). The shell's round trip
 // is cheap; when it cannot (a command broke PATH, or the spec's user may not
@@ -123,16 +96,15 @@ func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.File
 	tw.Write(data)
 	tw.Close()
 	if v.private(full) {
-		r, err := v.warden(ctx, buf.Bytes(), 0, "put", path.Dir(full))
-		if err != nil {
+		if err := v.files().Put(ctx, path.Dir(full), buf.Bytes()); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
-		return wardenErr("write", p, r)
+		return nil
 	}
 	if err := v.mkdir(ctx, path.Dir(full)); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes()); err != nil {
+	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes(), v.plugin); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -180,31 +152,24 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 // readThroughShell reads a file with a command in the view's shell: the
 // warden where there is one, head and stat otherwise.
 func (v view) readThroughShell(ctx context.Context, p, full string, limit int64) ([]byte, int64, error) {
-	var r sandbox.ExecResult
+	var data []byte
+	var size int64
 	var err error
-	n := strconv.FormatInt(limit, 10)
 	if v.s.b.isolate {
-		r, err = v.warden(ctx, nil, int(limit), "read", full, n)
+		data, size, err = v.files().Read(ctx, full, limit)
 	} else {
-		q := shell.Quote(full)
+		q, n := shell.Quote(full), strconv.FormatInt(limit, 10)
+		var r sandbox.ExecResult
 		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
 			sandbox.ExecOptions{Fresh: true, MaxOutput: int(limit)})
+		if err == nil {
+			data, size, err = shell.ReadResult(r)
+		}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", p, err)
 	}
-	if err := wardenErr("read", p, r); err != nil {
-		return nil, 0, err
-	}
-	size := int64(len(r.Stdout))
-	for _, line := range strings.Split(r.Stderr, "\n") {
-		if s, ok := strings.CutPrefix(line, "size "); ok {
-			if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && n >= size {
-				size = n
-			}
-		}
-	}
-	return []byte(r.Stdout), size, nil
+	return data, size, nil
 }
 
 // Upload checks the archive, then extracts it into dir.
@@ -221,16 +186,15 @@ func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
 	}
 	full := v.abs(dir)
 	if v.private(full) {
-		r, err := v.warden(ctx, data, 0, "put", full)
-		if err != nil {
+		if err := v.files().Put(ctx, full, data); err != nil {
 			return fmt.Errorf("upload to %s: %w", dir, err)
 		}
-		return wardenErr("upload to", dir, r)
+		return nil
 	}
 	if err := v.mkdir(ctx, full); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
-	if err := v.s.copyTo(ctx, full, data); err != nil {
+	if err := v.s.copyTo(ctx, full, data, v.plugin); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
 	return nil
@@ -243,17 +207,11 @@ func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
 	}
 	full := v.abs(p)
 	if v.private(full) {
-		r, err := v.warden(ctx, nil, maxShellArchive+1, "get", full)
+		data, err := v.files().Get(ctx, full)
 		if err != nil {
 			return nil, fmt.Errorf("download %s: %w", p, err)
 		}
-		if err := wardenErr("download", p, r); err != nil {
-			return nil, err
-		}
-		if r.Truncated || len(r.Stdout) > maxShellArchive {
-			return nil, fmt.Errorf("download %s: over %d MiB", p, maxShellArchive>>20)
-		}
-		return io.NopCloser(strings.NewReader(r.Stdout)), nil
+		return io.NopCloser(bytes.NewReader(data)), nil
 	}
 	rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
 	if err != nil {
@@ -293,20 +251,24 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 	return nil
 }
 
-// copyTo extracts a tar archive into dir, owned by the sandbox's user. The
-// engine resolves a user name in the container's passwd but not a numeric
-// "uid[:gid]"; for those the archive's headers are rewritten to the ids
-// (a chown as root cannot do it: an exec in a container whose user is not
-// root gets no capabilities).
-func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte) error {
-	owner := s.user
-	if s.owner != "" {
-		owner = s.owner
+// copyTo extracts a tar archive into dir, owned by the user of the
+// plugin's side or the agent's. The engine resolves a user name in the
+// container's passwd but not a numeric "uid[:gid]"; for those the
+// archive's headers are rewritten to the ids (a chown as root cannot do
+// it: an exec in a container whose user is not root gets no
+// capabilities).
+func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte, plugin bool) error {
+	owner, ids := s.user, s.owner
+	if !plugin {
+		owner, ids = s.agentUserOr()
+	}
+	if ids != "" {
+		owner = ids
 	}
 	uid, gid, numeric := numericUser(owner)
 	if numeric {
 		var err error
-		if data, err = chownArchive(data, uid, gid); err != nil {
+		if data, err = archive.Chown(data, uid, gid); err != nil {
 			return err
 		}
 	}
@@ -328,34 +290,4 @@ func numericUser(u string) (uid, gid int, ok bool) {
 		}
 	}
 	return uid, gid, true
-}
-
-// chownArchive rewrites every header of a (checked) archive to uid:gid.
-func chownArchive(data []byte, uid, gid int) ([]byte, error) {
-	tr, err := archive.Reader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read archive: %w", err)
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,73 @@ print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
 		}
 		if r := run(t, sb, "echo verifier runs"); r.Stdout != "verifier runs\n" {
 			t.Errorf("verification could not start after the fork storm: %+v", r)
+		}
+	})
+}
+
+// RunUsers is the suite of an isolated sandbox's users. start makes a
+// fresh sandbox from spec (the base image filled in by start).
+//
+// SealAsUnprivilegedUser: a plugin shell that may not mount still gets
+// fresh private folders from Seal, owned by its user. AgentUserApart: the
+// agent's commands and files run as AgentUser, the plugin's as User
+// (Harbor's [agent].user beside [verifier].user), also after the agent's
+// shell restarts. CancelAsUnprivilegedUser: a cancelled call kills its
+// command, in either shell, when the sandbox runs as another user than
+// root, and the shell answers the next call.
+func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.Isolated) {
+	ctx := context.Background()
+	t.Run("SealAsUnprivilegedUser", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{User: "nobody", Workdir: "/tmp", Private: Private})
+		if err := sb.WriteFile(ctx, "/logs/verifier/old", []byte("stale"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := sb.ReadFile(ctx, "/logs/verifier/old", 0); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("a file from before Seal: %v", err)
+		}
+		r, err := sb.Exec(ctx, "id -un; echo new > /logs/verifier/reward.txt && stat -c %U /logs/verifier", sandbox.ExecOptions{})
+		if err != nil || r.Stdout != "nobody\nnobody\n" {
+			t.Errorf("the user's private folder after Seal: %+v, %v", r, err)
+		}
+	})
+	t.Run("AgentUserApart", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: Private})
+		ag := sb.Agent()
+		if err := ag.WriteFile(ctx, "/tmp/agent/f", []byte("a"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.WriteFile(ctx, "/tmp/plugin/f", []byte("p"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ag.Exec(ctx, "id -un; stat -c %U /tmp/agent/f /tmp/plugin/f", sandbox.ExecOptions{})
+		if err != nil || r.Stdout != "nobody\nnobody\nroot\n" {
+			t.Fatalf("agent side: %+v %v", r, err)
+		}
+		r, err = sb.Exec(ctx, "id -un", sandbox.ExecOptions{})
+		if err != nil || r.Stdout != "root\n" {
+			t.Fatalf("plugin side: %+v %v", r, err)
+		}
+		ag.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+		r, err = ag.Exec(ctx, "id -un", sandbox.ExecOptions{})
+		if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
+			t.Fatalf("after a restart: %+v %v", r, err)
+		}
+	})
+	t.Run("CancelAsUnprivilegedUser", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{User: "nobody", Private: Private})
+		for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			r, err := v.Exec(cctx, "sleep 60", sandbox.ExecOptions{})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
+				t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
+			}
+			if r, err := v.Exec(ctx, "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
+				t.Errorf("after the cancel: %+v %v", r, err)
+			}
 		}
 	})
 }

@@ -1,11 +1,13 @@
 // Package sandboxtest is the conformance suite every sandbox backend passes,
-// and the helpers tests use to reach a real Docker engine.
+// and the helpers tests use to reach a real Docker engine or Kubernetes
+// cluster.
 package sandboxtest
 
 import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +21,6 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
-	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 // BaseImage is the local test image (built by scripts/base-image.sh).
@@ -40,6 +41,20 @@ func RequireDocker(t testing.TB) {
 	}
 	msg := fmt.Sprintf("no Docker engine with image %s (%v: %s); run `make base-image`", BaseImage(), err, strings.TrimSpace(string(out)))
 	if os.Getenv("PROCTOR_REQUIRE_DOCKER") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// RequireKubernetes skips the test when err says no Kubernetes cluster
+// answers, unless PROCTOR_REQUIRE_KUBERNETES=1, when it fails instead.
+func RequireKubernetes(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("no Kubernetes cluster (%v); start the local one with `make k8s-up` and set KUBECONFIG as it says", err)
+	if os.Getenv("PROCTOR_REQUIRE_KUBERNETES") == "1" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
@@ -409,15 +424,15 @@ func (s *suite) close(t *testing.T) {
 	}
 }
 
-// EnsureWarden makes the in-sandbox warden available to a test binary: the
-// one embedded by `make warden`, or else one built from source now into
-// the temp folder (named by PROCTOR_WARDEN for the rest of the process and
-// its children). Call it from TestMain.
+// EnsureWarden makes the in-sandbox warden available to a test binary:
+// one built from source now (named by PROCTOR_WARDEN for the rest of the
+// process and its children), never one `make warden` embedded earlier,
+// which may be older than the code under test. The build lands in the temp
+// folder under its own hash, so test binaries of other checkouts on the
+// machine, building other wardens at the same time, never swap it. Call
+// it from TestMain.
 func EnsureWarden() error {
 	if os.Getenv("PROCTOR_WARDEN") != "" {
-		return nil
-	}
-	if _, err := shell.Warden(runtime.GOARCH); err == nil {
 		return nil
 	}
 	dir := filepath.Join(os.TempDir(), "proctor-test-warden")
@@ -435,8 +450,13 @@ func EnsureWarden() error {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the warden: %v\n%s", err, b)
 	}
+	b, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	out := filepath.Join(dir, fmt.Sprintf("warden-%s-%x", runtime.GOARCH, sum[:8]))
 	// A rename keeps a warden that another test binary is copying intact.
-	out := filepath.Join(dir, "warden-"+runtime.GOARCH)
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return err
 	}

@@ -446,8 +446,11 @@ func unescape(s string) string {
 
 // killGroup kills a process group of the agent's namespace. Group ids
 // there are the namespace's own; /proc/PID/status gives each process's
-// group in every namespace it is in (NSpgid), so the group's id as this
-// namespace numbers it is found from any member.
+// group in every namespace it is in (NSpgid) and its parent (PPid), and
+// anyone may read it, whoever owns the process (the namespace links under
+// /proc/PID/ns would need CAP_SYS_PTRACE for another user's processes). A
+// process is in the namespace when its parents lead to the namespace's
+// init, which every process there descends from (orphans are its own).
 func killGroup(args []string) error {
 	if len(args) != 2 {
 		return errors.New("usage: warden kill NSINIT PGID")
@@ -457,52 +460,80 @@ func killGroup(args []string) error {
 	if err1 != nil || err2 != nil || initPid < 2 || pgid < 2 {
 		return errors.New("kill: want two process ids above 1")
 	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", initPid))
-	if err != nil {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", initPid)); err != nil {
 		return fmt.Errorf("agent namespace init %d: %w", initPid, err)
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return err
 	}
-	killed := map[int]bool{}
+	procs := map[int]procStatus{}
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == initPid {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := readStatus(pid); ok {
+				procs[pid] = st
+			}
+		}
+	}
+	killed := map[int]bool{}
+	for pid, st := range procs {
+		if pid == initPid || st.innerPgid != pgid || killed[st.outerPgid] || st.outerPgid < 2 || !descends(procs, pid, initPid) {
 			continue
 		}
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil || l != ns {
-			continue
-		}
-		outer, inner, ok := nsPgid(pid)
-		if !ok || inner != pgid || killed[outer] || outer < 2 {
-			continue
-		}
-		killed[outer] = true
-		_ = syscall.Kill(-outer, syscall.SIGKILL)
+		killed[st.outerPgid] = true
+		_ = syscall.Kill(-st.outerPgid, syscall.SIGKILL)
 	}
 	return nil
 }
 
-// nsPgid reads a process's group id as the outermost and the innermost PID
-// namespaces number it.
-func nsPgid(pid int) (outer, inner int, ok bool) {
+// procStatus is what killGroup needs of /proc/PID/status.
+type procStatus struct {
+	ppid                 int
+	outerPgid, innerPgid int
+}
+
+// readStatus reads a process's parent and its group as the outermost and
+// the innermost PID namespaces number it.
+func readStatus(pid int) (procStatus, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, false
+		return procStatus{}, false
 	}
+	var st procStatus
+	found := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		rest, found := strings.CutPrefix(line, "NSpgid:")
-		if !found {
-			continue
+		if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
+			st.ppid, _ = strconv.Atoi(strings.TrimSpace(rest))
+			found++
 		}
-		f := strings.Fields(rest)
-		if len(f) < 2 {
-			return 0, 0, false
+		if rest, ok := strings.CutPrefix(line, "NSpgid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) < 2 {
+				return procStatus{}, false // not in a namespace below ours
+			}
+			o, e1 := strconv.Atoi(f[0])
+			i, e2 := strconv.Atoi(f[len(f)-1])
+			if e1 != nil || e2 != nil {
+				return procStatus{}, false
+			}
+			st.outerPgid, st.innerPgid = o, i
+			found++
 		}
-		o, e1 := strconv.Atoi(f[0])
-		i, e2 := strconv.Atoi(f[len(f)-1])
-		return o, i, e1 == nil && e2 == nil
 	}
-	return 0, 0, false
+	return st, found == 2
+}
+
+// descends reports whether pid's parents lead to ancestor.
+func descends(procs map[int]procStatus, pid, ancestor int) bool {
+	for range 4096 {
+		st, ok := procs[pid]
+		if !ok || st.ppid < 1 {
+			return false
+		}
+		if st.ppid == ancestor {
+			return true
+		}
+		pid = st.ppid
+	}
+	return false
 }

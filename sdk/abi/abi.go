@@ -50,6 +50,37 @@
 // taken between calls (the stack unwound). The host's wasm.Plugin.Snapshot
 // makes one.
 //
+// # Versions
+//
+// The major version (Version) is in the link names: a host and a plugin of
+// different majors refuse each other at load. Inside a major, the contract
+// grows by minor versions (Minor) without breaking what was built before:
+// a minor version adds hooks, host operations, optional message fields and
+// status codes, never removes or renames one. A plugin says which minor it
+// was built for in its Manifest (ABIMinor; 0 for plugins older than
+// minors), and the host says which it speaks, and which hooks and
+// operations it has, in HostInfo (ABIMinor, Features), so a plugin can ask
+// before it relies on something new. A plugin built for a newer minor than
+// the host's still loads: a hook the host does not know is never called,
+// an operation it does not know is answered StatusUnknown, and an optional
+// capability it does not know is denied (StatusDenied) when called. Only a
+// required capability the host does not have refuses the plugin.
+//
+// Both sides ignore JSON fields they do not know, so a field added in a
+// later minor is invisible to a party built before it. The JSON names
+// below are the wire format: the golden files in testdata/wire pin them.
+//
+// Minor versions:
+//
+//	v1.0  the contract before minor versions
+//	v1.1  Manifest.ABIMinor and SDK, HostInfo.ABIMinor and Features, the
+//	      config.check hook, error classes (Class*), unknown optional
+//	      capabilities denied at call time instead of refused at load;
+//	      optional fields: SandboxSpec.Private, DiskMB, AgentUser and
+//	      BuildTimeoutSec, Task.Broken, VerifyResponse.Log and RewardSource,
+//	      OracleResponse.ExitCode, ReadFileRequest.MaxBytes and
+//	      ReadFileResponse.Size and Truncated
+//
 // # Hooks
 //
 // Each hook is a method name; its input and output are JSON (types below).
@@ -57,13 +88,22 @@
 // object. The host calls describe once per load, tasks.load once per run,
 // and the rollout hooks on a fresh instance per rollout, in this order:
 // rollout.sandbox, rollout.setup, prompt.format, (the agent runs; it may
-// call rollout.oracle), rollout.verify, rollout.teardown.
+// call rollout.oracle), rollout.verify, rollout.teardown. A plugin that
+// implements config.check is asked, before any rollout starts, whether its
+// config table is valid, so a misspelt key fails the run at once.
+//
+// A hook that fails returns StatusError and an Error whose Class says what
+// kind of failure the host records (Class*). A class the host does not know
+// is recorded as ClassPlugin.
 package abi
 
 import "encoding/json"
 
-// Version is the ABI version this package describes.
+// Version is the ABI's major version, the one in the link names.
 const Version = 1
+
+// Minor is the ABI's minor version this package describes (see Versions).
+const Minor = 1
 
 // Link names.
 const (
@@ -105,7 +145,16 @@ const (
 	HookOracle   = "rollout.oracle"   // by the oracle agent: RolloutRequest → OracleResponse
 	HookTeardown = "rollout.teardown" // last, best effort: RolloutRequest → Empty
 	HookReward   = "reward.score"     // reward plugins: RewardRequest → RewardResponse
+	// HookConfig (v1.1) checks the run's config table for the plugin
+	// ([env.config] or the [[reward]] table's config) before any rollout:
+	// ConfigRequest → Empty, StatusError with a message naming the key.
+	HookConfig = "config.check"
 )
+
+// Hooks lists every hook name of this minor version.
+func Hooks() []string {
+	return []string{HookDescribe, HookTasks, HookPrompt, HookSandbox, HookSetup, HookVerify, HookOracle, HookTeardown, HookReward, HookConfig}
+}
 
 // Host operation names. Each is a capability: a plugin may call only the
 // operations its Manifest declares and the run grants. Sandbox operations
@@ -134,9 +183,33 @@ const (
 	OpModelComplete = "model.complete" // ModelRequest → ModelResponse
 )
 
-// Error is the output of a failed hook or operation. Class tells the host
-// how to classify a failed rollout (setup, verifier, ...); empty means the
-// hook's own phase.
+// Ops lists every host operation of this minor version.
+func Ops() []string {
+	return []string{OpExec, OpReadFile, OpWriteFile, OpUpload, OpDownload, OpReset, OpDatasetRead, OpHostInfo, OpRepoCheckout, OpModelComplete}
+}
+
+// Error classes (v1.1): what the host records a failed hook as, in an
+// infra_error's error_class. An empty class is the failing hook's own
+// phase (setup for rollout.setup, verifier for rollout.verify, plugin for
+// the others); a class the host does not know is ClassPlugin.
+const (
+	// ClassPlugin is a bug in the plugin: a panic, an uncaught exception,
+	// an answer that is not what the hook returns.
+	ClassPlugin = "plugin"
+	// ClassSetup is a task that could not be set up (a broken task, an
+	// image without what it needs).
+	ClassSetup = "setup"
+	// ClassVerifier is a verifier that could not reach a verdict (its
+	// tests did not run, their output could not be read).
+	ClassVerifier = "verifier"
+)
+
+// Classes lists the error classes of this minor version.
+func Classes() []string { return []string{ClassPlugin, ClassSetup, ClassVerifier} }
+
+// Error is the output of a failed hook or operation. Class (Class*) tells
+// the host how to classify a failed rollout; empty means the hook's own
+// phase.
 type Error struct {
 	Error string `json:"error"`
 	Class string `json:"class,omitempty"`
@@ -145,11 +218,18 @@ type Error struct {
 // Empty is the input or output of methods that carry nothing.
 type Empty struct{}
 
-// Manifest is what describe returns.
+// Manifest is what describe returns. The SDK fills ABI, ABIMinor, SDK and
+// Hooks.
 type Manifest struct {
-	Name         string   `json:"name"`
-	Version      string   `json:"version"`
-	ABI          int      `json:"abi"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	ABI     int    `json:"abi"`
+	// ABIMinor (v1.1) is the minor version the plugin was built for; 0 for
+	// plugins built before minor versions.
+	ABIMinor int `json:"abi_minor,omitempty"`
+	// SDK (v1.1) names the SDK that built the plugin and its version, as
+	// "go 0.1.0" or "python 0.1.0", for messages and manifests.
+	SDK          string   `json:"sdk,omitempty"`
 	Description  string   `json:"description,omitempty"`
 	Hooks        []string `json:"hooks"`
 	Capabilities []string `json:"capabilities"`
@@ -158,6 +238,11 @@ type Manifest struct {
 	// still loads the plugin; their calls are then denied.
 	OptionalCapabilities []string        `json:"optional_capabilities,omitempty"`
 	ConfigSchema         json.RawMessage `json:"config_schema,omitempty"`
+}
+
+// ConfigRequest (v1.1) carries a config table for config.check.
+type ConfigRequest struct {
+	Config json.RawMessage `json:"config"`
 }
 
 // TasksRequest carries the run's [env.config] table.
@@ -175,6 +260,11 @@ type Task struct {
 	AgentTimeoutSec  float64         `json:"agent_timeout_sec,omitempty"`
 	VerifyTimeoutSec float64         `json:"verify_timeout_sec,omitempty"`
 	Data             json.RawMessage `json:"data,omitempty"`
+	// Broken says why the task cannot be run (its task.toml does not
+	// parse, say). The host lists it as broken; its rollouts still go
+	// through the hooks, which fail with the reason, so each is recorded.
+	// Empty for a runnable task (and from plugins older than the field).
+	Broken string `json:"broken,omitempty"`
 }
 
 // TasksResponse lists the tasks after the config's filters. Skipped lists
@@ -216,11 +306,22 @@ type SandboxSpec struct {
 	Workdir      string            `json:"workdir,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	User         string            `json:"user,omitempty"`
-	CPUs         float64           `json:"cpus,omitempty"`
-	MemoryMB     int64             `json:"memory_mb,omitempty"`
-	PidsMax      int64             `json:"pids_max,omitempty"`
-	DiskMB       int64             `json:"disk_mb,omitempty"` // what the sandbox may write
-	// Network "host" is honoured only when the run's config allows it.
+	// AgentUser is the user the agent's commands run as, when it is not
+	// User (the plugin's commands, the verifier's among them, run as
+	// User). Empty: User.
+	AgentUser string  `json:"agent_user,omitempty"`
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMB  int64   `json:"memory_mb,omitempty"`
+	PidsMax   int64   `json:"pids_max,omitempty"`
+	DiskMB    int64   `json:"disk_mb,omitempty"` // what the sandbox may write
+	// BuildTimeoutSec bounds starting the sandbox (building its image
+	// included); 0 leaves the run's sandbox start timeout.
+	BuildTimeoutSec float64 `json:"build_timeout_sec,omitempty"`
+	// Network says what the task needs: "" or "none" no network,
+	// NetworkInternet the internet. The run decides how it is given
+	// ([sandbox] network: the backend's ordinary network, the host's, or
+	// none, which withholds it and says so in the rollout's record).
+	// "host" is read as NetworkInternet.
 	Network string `json:"network,omitempty"`
 	// Private lists absolute folders only the plugin's own operations see:
 	// the verifier's tests and its output. Each starts empty, is emptied
@@ -229,6 +330,10 @@ type SandboxSpec struct {
 	// there). A backend that cannot keep them apart refuses the spec.
 	Private []string `json:"private,omitempty"`
 }
+
+// NetworkInternet is the SandboxSpec.Network of a task that needs the
+// internet.
+const NetworkInternet = "internet"
 
 // VerifyRequest asks for the verdict after the agent finished.
 type VerifyRequest struct {
@@ -244,18 +349,31 @@ type TestResult struct {
 }
 
 // VerifyResponse is the verdict. Output is the tail of the verifier's
-// output, for humans.
+// output, for humans; Log is its whole output, at most MaxVerifyLog bytes
+// (a longer one keeps its head and tail around a line that says what was
+// cut), which the host keeps in the run directory. RewardSource names
+// where the reward came from (a file, say). Reward and every score are
+// finite and within ±1e6; the host refuses a verdict outside that.
 type VerifyResponse struct {
-	Reward float64            `json:"reward"`
-	Passed bool               `json:"passed"`
-	Scores map[string]float64 `json:"scores,omitempty"`
-	Tests  []TestResult       `json:"tests,omitempty"`
-	Output string             `json:"output,omitempty"`
+	Reward       float64            `json:"reward"`
+	Passed       bool               `json:"passed"`
+	Scores       map[string]float64 `json:"scores,omitempty"`
+	Tests        []TestResult       `json:"tests,omitempty"`
+	Output       string             `json:"output,omitempty"`
+	Log          string             `json:"log,omitempty"`
+	RewardSource string             `json:"reward_source,omitempty"`
 }
 
-// OracleResponse says how applying the reference solution went.
+// MaxVerifyLog is the most of VerifyResponse.Log and OracleResponse.Output
+// the host keeps.
+const MaxVerifyLog = 1 << 20
+
+// OracleResponse says how applying the reference solution went: what it
+// printed (at most MaxVerifyLog bytes) and, when it ran to its end, its
+// exit code.
 type OracleResponse struct {
-	Output string `json:"output,omitempty"`
+	Output   string `json:"output,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
 }
 
 // RewardRequest is the input of a reward plugin. Trajectory is the
@@ -263,15 +381,23 @@ type OracleResponse struct {
 // rollout_id, seed, system, prompt, trajectory: {agent, model, messages
 // (OpenAI chat format), turns (usage, tool timings, errors), stop_reason,
 // usage}}.
+//
+// docs/reward-request.schema.json is its JSON Schema, generated from the
+// host's types.
 type RewardRequest struct {
-	Task       Task            `json:"task"`
-	Config     json.RawMessage `json:"config"`
+	// Task is the task as tasks.load listed it (Data included).
+	Task Task `json:"task"`
+	// Config is the [[reward]] table's config ({} when it has none).
+	Config json.RawMessage `json:"config"`
+	// Trajectory is the rollout's transcript (transcripts/<id>.json).
 	Trajectory json.RawMessage `json:"trajectory"`
-	Verify     VerifyResponse  `json:"verify"`
+	// Verify is the environment's verdict on the rollout.
+	Verify VerifyResponse `json:"verify"`
 }
 
 // RewardResponse is a reward plugin's verdict: Reward is its score (what
-// the run weighs and adds up), Scores any named details.
+// the run weighs and adds up), Scores any named details; all finite and
+// within ±1e6, as in VerifyResponse.
 type RewardResponse struct {
 	Reward float64            `json:"reward"`
 	Scores map[string]float64 `json:"scores,omitempty"`
@@ -401,8 +527,33 @@ type RepoCheckoutResponse struct {
 type HostInfo struct {
 	ProctorVersion string `json:"proctor_version"`
 	ABI            int    `json:"abi"`
-	Backend        string `json:"backend"`
-	RunID          string `json:"run_id,omitempty"`
-	RolloutID      string `json:"rollout_id,omitempty"`
-	Seed           uint64 `json:"seed"`
+	// ABIMinor (v1.1) is the minor version the host speaks; 0 from hosts
+	// older than minor versions.
+	ABIMinor int `json:"abi_minor,omitempty"`
+	// Features (v1.1) names the hooks the host calls and the operations it
+	// serves (Hook*, Op*), whether or not this plugin may call them: ask
+	// with Has before relying on one newer than v1.0.
+	Features  []string `json:"features,omitempty"`
+	Backend   string   `json:"backend"`
+	RunID     string   `json:"run_id,omitempty"`
+	RolloutID string   `json:"rollout_id,omitempty"`
+	Seed      uint64   `json:"seed"`
+}
+
+// Has reports whether the host has the feature (a hook or an operation
+// name). A host older than v1.1 lists none, and has exactly v1.0's.
+func (h HostInfo) Has(feature string) bool {
+	if h.ABIMinor == 0 && len(h.Features) == 0 {
+		return feature != HookConfig && (contains(Hooks(), feature) || contains(Ops(), feature))
+	}
+	return contains(h.Features, feature)
+}
+
+func contains(list []string, s string) bool {
+	for _, f := range list {
+		if f == s {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,11 @@ var recipe embed.FS
 //go:embed proctor/*.py
 var sdkFiles embed.FS
 
+// SDK is the Python SDK's own files (the proctor package, as proctor/*.py),
+// for tools that copy it next to a plugin for its native tests (proctor
+// plugin new --python). Built plugins carry it from here too.
+func SDK() fs.FS { return sdkFiles }
+
 // Files of the runtime in its cache folder.
 const (
 	RuntimeWasm   = "python.wasm"

@@ -88,12 +88,28 @@ func Call(method string, in, out any) error {
 	if status != abi.StatusOK {
 		var e abi.Error
 		json.Unmarshal(res, &e)
-		return fmt.Errorf("%s: status %d: %s", method, status, e.Error)
+		return &Error{Method: method, Status: status, Class: e.Class, Msg: e.Error}
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(res, out)
+}
+
+// Error is a hook that did not answer StatusOK: its status, and the class
+// and message of its abi.Error.
+type Error struct {
+	Method string
+	Status uint32
+	Class  string
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	if e.Class != "" {
+		return fmt.Sprintf("%s: status %d (class %s): %s", e.Method, e.Status, e.Class, e.Msg)
+	}
+	return fmt.Sprintf("%s: status %d: %s", e.Method, e.Status, e.Msg)
 }
 
 func reply(v any, err error) (uint32, []byte) {
@@ -169,7 +185,8 @@ func (h *Host) call(op string, req []byte) (uint32, []byte) {
 		h.Root = h.tempDir()
 		return reply(abi.Empty{}, h.Reset(h))
 	case abi.OpHostInfo:
-		return reply(abi.HostInfo{ProctorVersion: "sdktest", ABI: abi.Version, Backend: "emulator"}, nil)
+		return reply(abi.HostInfo{ProctorVersion: "sdktest", ABI: abi.Version, ABIMinor: abi.Minor,
+			Features: append(abi.Hooks(), abi.Ops()...), Backend: "emulator"}, nil)
 	}
 	b, _ := json.Marshal(abi.Error{Error: "the emulator does not implement " + op})
 	return abi.StatusUnknown, b

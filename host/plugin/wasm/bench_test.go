@@ -140,17 +140,6 @@ func BenchmarkTrivialHookWithOp(b *testing.B) {
 	}
 }
 
-// rss is the process's resident memory, in bytes.
-func rss(b *testing.B) int64 {
-	s, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var size, res int64
-	fmt.Sscan(string(s), &size, &res)
-	return res * int64(os.Getpagesize())
-}
-
 // BenchmarkInstanceMemory: what one example plugin instance of a rollout
 // costs the host once it answered the hooks before the agent (sandbox
 // spec, setup, prompt): whole, and parked as the scheduler parks it while

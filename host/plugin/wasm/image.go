@@ -155,20 +155,25 @@ func encodeImage(base, other, cur []byte) []byte {
 // starts every instance in that state. A plugin's build uses it to do its
 // initialization once (the Python runtime starts the interpreter and
 // imports the plugin), not once per rollout. The plugin must leave nothing
-// but its memory changed: no open files, the stack unwound. Bytes that two
-// fresh instances set differently are left out, so the same plugin gives
-// the same image.
+// but its memory changed: no open files, the stack unwound.
+//
+// The same plugin gives the same image: the instances run on clocks of
+// their own (stepClock), so what the initialization keeps of the time is
+// the same every time, and the primed instance starts as the first fresh
+// one does. The second fresh one starts at another time; the bytes it sets
+// differently (a clock reading of the instance's start) are left out, so
+// each new instance keeps its own.
 func (p *Plugin) Snapshot(ctx context.Context, prime string) ([]byte, error) {
 	var fresh [2][]byte
 	for i := range fresh {
-		inst, err := p.instantiate(ctx, InstanceConfig{}, nil, true)
+		inst, err := p.instantiate(ctx, InstanceConfig{clock: snapshotClocks[i]}, nil, true)
 		if err != nil {
 			return nil, err
 		}
 		fresh[i] = bytes.Clone(memBytes(inst.mod.Memory()))
 		inst.Close(ctx)
 	}
-	inst, err := p.instantiate(ctx, InstanceConfig{}, nil, true)
+	inst, err := p.instantiate(ctx, InstanceConfig{clock: snapshotClocks[0]}, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +182,28 @@ func (p *Plugin) Snapshot(ctx context.Context, prime string) ([]byte, error) {
 		return nil, err
 	}
 	return encodeImage(fresh[0], fresh[1], memBytes(inst.mod.Memory())), nil
+}
+
+// snapshotClocks are where the clocks of a snapshot's instances start, in
+// nanoseconds (as wall time: December 2008 and April 2047). The two differ
+// in every byte, and go on differing as both tick alike.
+var snapshotClocks = [2]int64{0x1111111111111111, 0x2222222222222222}
+
+// stepClock is a clock that moves by stepClockTick each time it is read,
+// so the same code reads the same times, and a loop that waits for time
+// to pass ends. It serves as both the wall clock and the monotonic one.
+type stepClock struct{ now int64 }
+
+const stepClockTick = 1000 // nanoseconds
+
+func (c *stepClock) nanotime() int64 {
+	c.now += stepClockTick
+	return c.now
+}
+
+func (c *stepClock) walltime() (int64, int32) {
+	n := c.nanotime()
+	return n / 1e9, int32(n % 1e9)
 }
 
 func memBytes(m api.Memory) []byte {

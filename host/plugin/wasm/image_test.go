@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
@@ -57,6 +59,54 @@ func TestMemoryImage(t *testing.T) {
 	small := newRuntime(t, Config{MemoryLimitMiB: 1})
 	if _, err := small.Load(ctx, "big", withSection(mod, abi.MemorySection, rawImage(64, nil))); !errors.Is(err, ErrNotWasm) || !strings.Contains(err.Error(), "needs 4 MiB of memory, over the cap of 1 MiB") {
 		t.Errorf("an image over the cap: %v", err)
+	}
+}
+
+// TestSnapshotSameBytes: the same plugin gives the same image, also when
+// its start and its initialization read the clock. Before, snapshots ran
+// on the real clocks: the time an initialization kept landed in the image
+// (a Python plugin built twice differed on a loaded machine, where two
+// fresh instances read times that shared a byte the primed one did not),
+// and a new instance started from a clock reading of the build.
+func TestSnapshotSameBytes(t *testing.T) {
+	ctx := context.Background()
+	mod, err := os.ReadFile(wasmtest.Build(t, "./host/plugin/wasm/testdata/files"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, Config{})
+	p, err := r.Load(ctx, "stamp", mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Snapshot(ctx, "stamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		again, err := p.Snapshot(ctx, "stamp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, again) {
+			t.Fatal("two snapshots of the same plugin differ")
+		}
+	}
+	// An instance of the image reads the host's clock, not the build's.
+	primed, err := r.Load(ctx, "primed", withSection(mod, abi.MemorySection, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := primed.Instantiate(ctx, InstanceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	got, err := inst.CallRaw(ctx, "now", []byte("{}"))
+	host := time.Now().UnixNano()
+	var ns int64
+	if err != nil || json.Unmarshal(got, &ns) != nil || ns < host-int64(time.Hour) || ns > host+int64(time.Hour) {
+		t.Errorf("an instance of the image reads the time %s (%v); the host's is %d", got, err, host)
 	}
 }
 

@@ -110,6 +110,10 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MemoryLimitMiB <= 0 {
 		cfg.MemoryLimitMiB = 256
 	}
+	if cfg.MemoryLimitMiB > 4096 {
+		// wazero panics past 65,536 pages: wasm32 addresses 4 GiB.
+		return nil, fmt.Errorf("plugin memory limit %d MiB is over 4096 MiB, all a 32-bit WebAssembly module can address", cfg.MemoryLimitMiB)
+	}
 	if cfg.HookTimeout <= 0 {
 		cfg.HookTimeout = 2 * time.Minute
 	}
@@ -241,26 +245,49 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		compiled.Close(ctx)
 		return nil, perr(ErrABI, fmt.Errorf("describe says ABI v%d; rebuild the plugin against sdk v%d", p.manifest.ABI, abi.Version))
 	}
-	for _, c := range append(slices.Clone(p.manifest.Capabilities), p.manifest.OptionalCapabilities...) {
+	for _, c := range p.manifest.Capabilities {
 		if !knownOp(c) {
 			compiled.Close(ctx)
-			return nil, perr(ErrBadOutput, fmt.Errorf("declares unknown capability %q", c))
+			return nil, perr(ErrDenied, fmt.Errorf("declares capability %q, which this proctor (ABI v%d.%d) does not have%s", c, abi.Version, abi.Minor, newer(p.manifest)))
+		}
+	}
+	for _, c := range p.manifest.OptionalCapabilities {
+		if !knownOp(c) {
+			// A newer minor's operation: the plugin can do without it,
+			// and its calls are denied (hostCall).
+			r.cfg.Log.Debug("plugin declares an optional capability this host does not have", "plugin", name, "capability", c)
 		}
 	}
 	return p, nil
 }
 
-func knownOp(op string) bool {
-	switch op {
-	case abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpUpload, abi.OpDownload, abi.OpReset, abi.OpDatasetRead, abi.OpHostInfo,
-		abi.OpRepoCheckout, abi.OpModelComplete:
-		return true
+// newer is the hint for a plugin built for a newer minor version.
+func newer(m abi.Manifest) string {
+	if m.ABIMinor > abi.Minor {
+		return fmt.Sprintf(": the plugin was built for v%d.%d, so upgrade proctor, or make it an optional capability of the plugin", abi.Version, m.ABIMinor)
 	}
-	return false
+	return ""
 }
+
+func knownOp(op string) bool { return slices.Contains(abi.Ops(), op) }
+
+// Features is what HostInfo.Features says this host has: every hook it
+// calls and every operation it serves.
+func Features() []string { return append(abi.Hooks(), abi.Ops()...) }
+
+// cShared is the hint for a Go module built as a command instead of a
+// reactor.
+const cShared = "it was built without -buildmode=c-shared: rebuild it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"
 
 func checkABI(m wazero.CompiledModule) error {
 	exports := m.ExportedFunctions()
+	if _, ok := exports["_initialize"]; !ok {
+		if _, cmd := exports["_start"]; cmd {
+			// A Go command: its exports trap with runtime.notInitialized,
+			// since only _start would set the runtime up.
+			return fmt.Errorf("the module is a WASI command (it exports _start, not _initialize): %s", cShared)
+		}
+	}
 	if _, ok := exports[abi.MarkerExport]; !ok {
 		for name := range exports {
 			if v, ok := strings.CutPrefix(name, "proctor_abi_v"); ok {
@@ -339,6 +366,10 @@ type InstanceConfig struct {
 	Ops  map[string]Op // by abi.Op* name
 	Seed uint64        // seeds the plugin's random source
 	Log  *slog.Logger
+
+	// clock, when not 0, gives the instance clocks of its own that start
+	// there (see stepClock) instead of the host's.
+	clock int64
 }
 
 // Instance is one plugin instance, for one rollout. Calls are serialised.
@@ -361,6 +392,7 @@ type instanceEnv struct {
 	rand      io.Reader
 	out, errw *logWriter
 	files     *instanceFiles // nil: the plugin has no files
+	clock     *stepClock     // nil: the host's clocks
 }
 
 // newInstanceEnv makes the host side of an instance seeded with seed.
@@ -395,11 +427,14 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 		WithName("").
 		WithStartFunctions().
 		WithRandSource(env.rand).
-		WithSysWalltime().
-		WithSysNanotime().
 		WithSysNanosleep().
 		WithStdout(env.out).
 		WithStderr(env.errw)
+	if env.clock != nil {
+		mc = mc.WithWalltime(env.clock.walltime, stepClockTick).WithNanotime(env.clock.nanotime, stepClockTick)
+	} else {
+		mc = mc.WithSysWalltime().WithSysNanotime()
+	}
 	if start {
 		mc = mc.WithStartFunctions("_initialize")
 	}
@@ -446,6 +481,9 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 		}
 	}
 	env := newInstanceEnv(p, cfg.Seed, log)
+	if cfg.clock != 0 {
+		env.clock = &stepClock{now: cfg.clock}
+	}
 	mod, err := p.newModule(ctx, env, true)
 	if err != nil {
 		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
@@ -549,6 +587,9 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 			return nil, perr(ErrTimeout, ctx.Err())
 		case st.outErr != nil:
 			return nil, perr(ErrTooLarge, st.outErr)
+		}
+		if strings.Contains(err.Error(), "runtime.notInitialized") {
+			err = fmt.Errorf("%w (%s)", err, cShared)
 		}
 		return nil, perr(ErrTrap, err)
 	}
@@ -671,8 +712,11 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 	op := string(opb)
 	f, ok := i.ops[op]
 	if !ok {
-		if knownOp(op) {
+		switch {
+		case knownOp(op):
 			return fail(abi.StatusDenied, fmt.Sprintf("%s was not declared by the plugin or not granted by the run", op))
+		case slices.Contains(i.p.manifest.OptionalCapabilities, op):
+			return fail(abi.StatusDenied, fmt.Sprintf("%s is an optional capability this proctor (ABI v%d.%d) does not have", op, abi.Version, abi.Minor))
 		}
 		return fail(abi.StatusUnknown, fmt.Sprintf("unknown operation %q", op))
 	}

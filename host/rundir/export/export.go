@@ -55,15 +55,23 @@ func ParseTranscript(b []byte) (*agent.Transcript, error) {
 	return &t, nil
 }
 
-// ReadTranscript reads and parses a transcript file.
+// ReadTranscript reads and parses the transcript file at path, which is
+// in transcripts/ of its run directory.
 func ReadTranscript(path string) (*agent.Transcript, error) {
-	b, err := os.ReadFile(path)
+	dir := filepath.Dir(filepath.Dir(path))
+	return readTranscript(dir, rundir.TranscriptsDir+"/"+filepath.Base(path))
+}
+
+// readTranscript reads and parses the transcript name of the run directory
+// dir, at most rundir.MaxTranscript of it.
+func readTranscript(dir, name string) (*agent.Transcript, error) {
+	b, err := rundir.ReadTranscript(dir, name)
 	if err != nil {
 		return nil, err
 	}
 	t, err := ParseTranscript(b)
 	if err != nil {
-		return nil, fmt.Errorf("transcript %s: %w", path, err)
+		return nil, fmt.Errorf("transcript %s: %w", filepath.Join(dir, name), err)
 	}
 	return t, nil
 }
@@ -76,6 +84,10 @@ func ReadTrajectory(path string) (*agent.Trajectory, error) {
 	}
 	return t.Trajectory, nil
 }
+
+// stopTooLarge is the stop reason of the stand-in ReadGroup gives for a
+// transcript over rundir.MaxTranscript, which Skip tells apart.
+const stopTooLarge = "proctor:transcript_too_large"
 
 // Filter selects the groups and rollouts worth training on.
 type Filter struct {
@@ -102,6 +114,9 @@ const (
 	// its reward was combined without that score and is not the reward
 	// the run asked for. Training data only: ATIF still records it.
 	SkipRewardError = "reward_error"
+	// SkipTooLarge: the transcript is over rundir.MaxTranscript, more
+	// than proctor reads of one.
+	SkipTooLarge = "transcript_too_large"
 )
 
 // SkipTraining says why a rollout cannot be training data (an Atropos
@@ -127,6 +142,8 @@ func Skip(rec rundir.Record, tr *agent.Trajectory) string {
 		return SkipInfraError
 	case tr == nil:
 		return SkipNoTranscript
+	case tr.StopReason == stopTooLarge:
+		return SkipTooLarge
 	}
 	for _, m := range tr.Messages {
 		if m.Role == "assistant" {
@@ -206,6 +223,8 @@ func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajecto
 // ReadGroup reads the trajectories of a group's records from the run
 // directory dir, in the records' order (nil for a record without a
 // transcript), a few at once: decoding JSON is most of an export's time.
+// A transcript over rundir.MaxTranscript is left unread: its stand-in
+// holds no message, and Skip says SkipTooLarge of it.
 func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
 	trajs := make([]*agent.Trajectory, len(group))
 	errs := make([]error, len(group))
@@ -219,7 +238,16 @@ func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			trajs[i], errs[i] = ReadTrajectory(filepath.Join(dir, filepath.FromSlash(r.Transcript)))
+			t, err := readTranscript(dir, r.Transcript)
+			var big *rundir.TooLargeError
+			switch {
+			case errors.As(err, &big):
+				trajs[i] = &agent.Trajectory{StopReason: stopTooLarge, Error: err.Error()}
+			case err != nil:
+				errs[i] = err
+			default:
+				trajs[i] = t.Trajectory
+			}
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("task %s attempt %d: %w", r.TaskID, r.Attempt, errs[i])
 			}

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -333,10 +332,11 @@ func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 			Seed            string        `json:"seed"`
 			TranscriptError string        `json:"transcript_error,omitempty"`
 		}{Record: r, Seed: strconv.FormatUint(r.Seed, 10)}
-		var tr []byte
+		var tr *os.File
+		var size int64
 		if r.Transcript != "" {
 			var err error
-			if tr, err = readTranscript(dir, r.Transcript); err != nil {
+			if tr, size, err = rundir.OpenTranscript(dir, r.Transcript); err != nil {
 				head.TranscriptError = err.Error()
 			}
 		}
@@ -346,7 +346,14 @@ func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 		}
 		zw.Write(line)
 		zw.Write([]byte{'\n'})
-		zw.Write(tr)
+		if tr != nil {
+			// Streamed, and no more than its size when opened.
+			_, err := io.CopyN(zw, tr, size)
+			tr.Close()
+			if err != nil && err != io.EOF {
+				return fmt.Errorf("transcript %s: %w", r.Transcript, err)
+			}
+		}
 		if err := zw.Close(); err != nil {
 			return err
 		}
@@ -358,15 +365,6 @@ func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 		}
 	}
 	return nil
-}
-
-// readTranscript reads a transcript named by a record, which must stay
-// inside the run directory.
-func readTranscript(dir, name string) ([]byte, error) {
-	if !filepath.IsLocal(name) || !strings.HasPrefix(filepath.ToSlash(name), rundir.TranscriptsDir+"/") {
-		return nil, fmt.Errorf("transcript %q is outside %s/", name, rundir.TranscriptsDir)
-	}
-	return os.ReadFile(filepath.Join(dir, name))
 }
 
 func outcomeClass(o string) string {

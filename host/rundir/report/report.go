@@ -21,6 +21,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/term"
 )
 
 // Summary is summary.json.
@@ -42,6 +43,10 @@ type Summary struct {
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
 	Table          []TaskRow              `json:"table"`
+
+	// NetworkWithheld lists the tasks that asked for the internet and ran
+	// without it, each with why.
+	NetworkWithheld map[string]string `json:"network_withheld,omitempty"`
 }
 
 // RewardStat summarises one stacked reward: its mean over the rollouts it
@@ -57,6 +62,7 @@ type RewardStat struct {
 // rewardStats sums up the stacked rewards of recs.
 func rewardStats(recs []rundir.Record) map[string]RewardStat {
 	var out map[string]RewardStat
+	scored := map[string][]float64{}
 	for _, r := range recs {
 		for _, rs := range r.Rewards {
 			if out == nil {
@@ -74,11 +80,16 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 			if rs.Error != "" {
 				st.Errors++
 			} else {
-				st.Mean = (st.Mean*float64(st.N) + rs.Reward) / float64(st.N+1)
+				scored[rs.Name] = append(scored[rs.Name], rs.Reward)
 				st.N++
 			}
 			out[rs.Name] = st
 		}
+	}
+	for name, xs := range scored {
+		st := out[name]
+		st.Mean = mean(xs)
+		out[name] = st
 	}
 	return out
 }
@@ -119,7 +130,7 @@ func Summarize(recs []rundir.Record) Summary {
 	s.Rollouts = len(recs)
 	byTask := map[string][]rundir.Record{}
 	phases := map[string][]float64{}
-	var reward float64
+	var rewards []float64
 	passed, scored := 0, 0
 	for _, r := range recs {
 		s.Outcomes[r.Outcome]++
@@ -131,7 +142,7 @@ func Summarize(recs []rundir.Record) Summary {
 		if r.Outcome == rundir.OutcomePassed {
 			passed++
 		}
-		reward += r.Reward
+		rewards = append(rewards, r.Reward)
 		byTask[r.TaskID] = append(byTask[r.TaskID], r)
 		cat := r.Category
 		if cat == "" {
@@ -144,11 +155,17 @@ func Summarize(recs []rundir.Record) Summary {
 		}
 		s.Categories[cat] = c
 		s.Usage = s.Usage.Add(r.Usage)
-		s.CostUSD += r.CostUSD
+		s.CostUSD = rundir.Finite(s.CostUSD + rundir.Finite(r.CostUSD))
 		for p, v := range r.Phases {
-			phases[p] = append(phases[p], v)
+			phases[p] = append(phases[p], rundir.Finite(v))
 		}
 		s.Slowest = append(s.Slowest, Slow{r.RolloutID, r.Duration().Seconds(), r.Outcome})
+		if r.NetworkWithheld != "" {
+			if s.NetworkWithheld == nil {
+				s.NetworkWithheld = map[string]string{}
+			}
+			s.NetworkWithheld[r.TaskID] = r.NetworkWithheld
+		}
 	}
 	for k, c := range s.Categories {
 		c.PassRate = ratio(c.Passed, c.N)
@@ -158,7 +175,7 @@ func Summarize(recs []rundir.Record) Summary {
 	s.PassRate = ratio(passed, s.Rollouts)
 	s.PassRateScored = ratio(passed, scored)
 	if s.Rollouts > 0 {
-		s.MeanReward = reward / float64(s.Rollouts)
+		s.MeanReward = mean(rewards)
 		s.Rewards = rewardStats(recs)
 	}
 	for p, v := range phases {
@@ -260,12 +277,30 @@ func PassAtK(n, c, k int) float64 {
 
 func timing(v []float64) PhaseTiming {
 	slices.Sort(v)
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
 	q := func(f float64) float64 { return v[min(len(v)-1, int(f*float64(len(v))))] }
-	return PhaseTiming{Mean: sum / float64(len(v)), P50: q(0.5), P95: q(0.95), Max: v[len(v)-1]}
+	return PhaseTiming{Mean: mean(v), P50: q(0.5), P95: q(0.95), Max: v[len(v)-1]}
+}
+
+// mean is the mean of xs, made finite first: whatever finite numbers a
+// run recorded, the mean is in float64's range even where their sum is
+// not.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += rundir.Finite(x)
+	}
+	n := float64(len(xs))
+	if !math.IsInf(sum, 0) {
+		return sum / n
+	}
+	sum = 0
+	for _, x := range xs {
+		sum += rundir.Finite(x) / n
+	}
+	return sum
 }
 
 // outcomes are the outcomes in the order reports list them.
@@ -319,7 +354,7 @@ func writeText(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "outcomes   %s\n", outcomeLine(s))
 	for _, k := range slices.Sorted(maps.Keys(s.Rewards)) {
 		r := s.Rewards[k]
-		fmt.Fprintf(w, "reward     %s: mean %.3f over %d rollouts, %d errors", k, r.Mean, r.N, r.Errors)
+		fmt.Fprintf(w, "reward     %s: mean %.3f over %d rollouts, %d errors", term.Line(k), r.Mean, r.N, r.Errors)
 		if r.Usage != nil {
 			fmt.Fprintf(w, "; %d tokens in, %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens)
 		}
@@ -328,14 +363,17 @@ func writeText(w io.Writer, s Summary) error {
 	if len(s.ErrorClasses) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(s.ErrorClasses)) {
-			parts = append(parts, fmt.Sprintf("%s %d", k, s.ErrorClasses[k]))
+			parts = append(parts, fmt.Sprintf("%s %d", term.Line(k), s.ErrorClasses[k]))
 		}
 		fmt.Fprintf(w, "errors     %s\n", strings.Join(parts, ", "))
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
-		fmt.Fprintf(w, "%-10s %.3f\n", k, s.PassAtK[k])
+		fmt.Fprintf(w, "%-10s %.3f\n", term.Line(k), s.PassAtK[k])
 	}
 	fmt.Fprintf(w, "tokens     %d in (%d cached), %d out; cost $%.4f\n", s.Usage.PromptTokens, s.Usage.CachedTokens, s.Usage.CompletionTokens, s.CostUSD)
+	for _, l := range withheldLines(s, term.Line) {
+		fmt.Fprintf(w, "network    %s\n", l)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Phases) > 0 {
 		fmt.Fprintln(tw, "\nphase\tmean s\tp50 s\tp95 s\tmax s")
@@ -348,7 +386,7 @@ func writeText(w io.Writer, s Summary) error {
 		fmt.Fprintln(tw, "\ncategory\tn\tpass rate")
 		for _, k := range slices.Sorted(maps.Keys(s.Categories)) {
 			c := s.Categories[k]
-			fmt.Fprintf(tw, "%s\t%d\t%.1f%%\n", k, c.N, 100*c.PassRate)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f%%\n", term.Line(k), c.N, 100*c.PassRate)
 		}
 	}
 	fmt.Fprintln(tw, "\ntask\tcategory\tattempts\tpassed")
@@ -357,12 +395,12 @@ func writeText(w io.Writer, s Summary) error {
 		for _, o := range r.Outcomes {
 			marks = append(marks, symbol[o])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", r.TaskID, r.Category, strings.Join(marks, " "), r.Passed, len(r.Outcomes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", term.Line(r.TaskID), term.Line(r.Category), strings.Join(marks, " "), r.Passed, len(r.Outcomes))
 	}
 	if len(s.Slowest) > 0 {
 		fmt.Fprintln(tw, "\nslowest\tseconds\toutcome")
 		for _, sl := range s.Slowest[:min(5, len(s.Slowest))] {
-			fmt.Fprintf(tw, "%s\t%.1f\t%s\n", sl.RolloutID, sl.Seconds, sl.Outcome)
+			fmt.Fprintf(tw, "%s\t%.1f\t%s\n", term.Line(sl.RolloutID), sl.Seconds, term.Line(sl.Outcome))
 		}
 	}
 	fmt.Fprintln(tw, "\n"+legend())
@@ -374,7 +412,10 @@ func writeMarkdown(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "| rollouts | %d |\n| tasks | %d |\n| pass rate | %.1f%% ± %.1f%% |\n| mean reward | %.3f |\n| outcomes | %s |\n| cost | $%.4f |\n",
 		s.Rollouts, s.Tasks, 100*s.PassRate, 100*s.StdErr, s.MeanReward, outcomeLine(s), s.CostUSD)
 	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
-		fmt.Fprintf(w, "| %s | %.3f |\n", k, s.PassAtK[k])
+		fmt.Fprintf(w, "| %s | %.3f |\n", term.Markdown(k), s.PassAtK[k])
+	}
+	for _, l := range withheldLines(s, term.Markdown) {
+		fmt.Fprintf(w, "| network | %s |\n", l)
 	}
 	fmt.Fprintf(w, "\n| task | category | attempts | passed |\n|---|---|---|---|\n")
 	for _, r := range s.Table {
@@ -382,9 +423,25 @@ func writeMarkdown(w io.Writer, s Summary) error {
 		for _, o := range r.Outcomes {
 			marks = append(marks, symbol[o])
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d/%d |\n", r.TaskID, r.Category, strings.Join(marks, " "), r.Passed, len(r.Outcomes))
+		fmt.Fprintf(w, "| %s | %s | %s | %d/%d |\n", term.Markdown(r.TaskID), term.Markdown(r.Category), strings.Join(marks, " "), r.Passed, len(r.Outcomes))
 	}
 	return nil
+}
+
+// withheldLines says which tasks ran without the network they asked
+// for, one line per reason, each task id and reason written by esc.
+func withheldLines(s Summary, esc func(string) string) []string {
+	byWhy := map[string][]string{}
+	for _, id := range slices.Sorted(maps.Keys(s.NetworkWithheld)) {
+		why := s.NetworkWithheld[id]
+		byWhy[why] = append(byWhy[why], esc(id))
+	}
+	var out []string
+	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
+		ids := byWhy[why]
+		out = append(out, fmt.Sprintf("withheld from %d %s (%s): %s", len(ids), Noun(len(ids), "task"), esc(why), strings.Join(ids, ", ")))
+	}
+	return out
 }
 
 // words writes an outcome for people: agent_timeout is "agent timeout".

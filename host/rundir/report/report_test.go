@@ -2,6 +2,9 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -44,5 +47,60 @@ func TestSummarize(t *testing.T) {
 	Write(&buf, s, "text")
 	if !strings.Contains(buf.String(), "a     x         ✓ ✗       1/2") && !strings.Contains(buf.String(), "✓ ✗") {
 		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
+// TestSummarizeHugeRewards: rewards whose sum is past float64 (a run that
+// recorded 1e308 three times) still give a finite summary that encodes
+// (summary.json could not be written, and the run not resumed).
+func TestSummarizeHugeRewards(t *testing.T) {
+	var recs []rundir.Record
+	for i, r := range []float64{math.MaxFloat64, math.MaxFloat64, 1e308, math.Inf(1), math.NaN()} {
+		recs = append(recs, rundir.Record{RolloutID: fmt.Sprint(i), TaskID: fmt.Sprint(i), Outcome: rundir.OutcomePassed, Reward: r, CostUSD: r,
+			Phases:  map[string]float64{"agent": r},
+			Rewards: []rundir.RewardScore{{Name: "j", Weight: 1, Reward: r}}})
+	}
+	s := Summarize(recs)
+	for name, x := range map[string]float64{"mean": s.MeanReward, "cost": s.CostUSD, "judge": s.Rewards["j"].Mean, "phase": s.Phases["agent"].Mean} {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x < 1e307 {
+			t.Errorf("%s = %v, want a large finite number", name, x)
+		}
+	}
+	if _, err := json.Marshal(s); err != nil {
+		t.Fatalf("summary does not encode: %v", err)
+	}
+	for _, f := range []string{"text", "md", "json"} {
+		if err := Write(io.Discard, s, f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestNetworkWithheldReported: tasks that ran without the network they
+// asked for are named in the text and Markdown reports, grouped by why.
+func TestNetworkWithheldReported(t *testing.T) {
+	recs := []rundir.Record{
+		{TaskID: "b", Outcome: rundir.OutcomeFailed, NetworkWithheld: "why one"},
+		{TaskID: "a", Outcome: rundir.OutcomeFailed, NetworkWithheld: "why one"},
+		{TaskID: "c", Outcome: rundir.OutcomePassed, NetworkWithheld: "why two"},
+		{TaskID: "d", Outcome: rundir.OutcomePassed, Network: "default"},
+	}
+	s := Summarize(recs)
+	for format, want := range map[string]string{
+		"text": "network    withheld from 2 tasks (why one): a, b\nnetwork    withheld from 1 task (why two): c\n",
+		"md":   "| network | withheld from 2 tasks (why one): a, b |\n| network | withheld from 1 task (why two): c |\n",
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, s, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s report:\n%s\nwant:\n%s", format, buf.String(), want)
+		}
+	}
+	var buf bytes.Buffer
+	Write(&buf, Summarize(recs[3:]), "text")
+	if strings.Contains(buf.String(), "withheld") {
+		t.Errorf("nothing withheld, yet:\n%s", buf.String())
 	}
 }

@@ -159,8 +159,8 @@ func (r *rollout) Prompt(ctx context.Context) (string, string, error) {
 	return "", "solve " + r.task.ID, nil
 }
 
-func (r *rollout) Oracle(ctx context.Context) error {
-	return r.sb.WriteFile(ctx, "/solved", []byte("yes"), 0o644)
+func (r *rollout) Oracle(ctx context.Context) (scheduler.OracleResult, error) {
+	return scheduler.OracleResult{}, r.sb.WriteFile(ctx, "/solved", []byte("yes"), 0o644)
 }
 
 func (r *rollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict, error) {
@@ -216,7 +216,8 @@ func (a *Agent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.Age
 		return scheduler.AgentOutput{}, nil
 	}
 	time.Sleep(5 * time.Millisecond)
-	return scheduler.AgentOutput{Turns: 1, Transcript: map[string]string{"prompt": in.Prompt}}, in.Oracle(ctx)
+	_, err := in.Oracle(ctx)
+	return scheduler.AgentOutput{Turns: 1, Transcript: map[string]string{"prompt": in.Prompt}}, err
 }
 
 // Peak is the most rollouts whose agents ran at once.

@@ -71,6 +71,17 @@ def transcript(trajectory, max_chars):
     return CLOSE_TAG.sub(r"<\\/transcript>", text)
 
 
+def parse(config):
+    """The [reward.config] table, checked."""
+    try:
+        c = proctor.decode_config(config, Config)
+    except proctor.ConfigError as e:
+        raise proctor.Error(f"reward.config: {e}") from None
+    if c.max_chars < 1:
+        raise proctor.Error(f"reward.config: max_chars is {c.max_chars}; give the most characters of transcript the judge reads, at least 1 (default 20000)")
+    return c
+
+
 class Judge:
     def manifest(self):
         return proctor.Manifest(
@@ -81,13 +92,12 @@ class Judge:
             config_schema={"type": "object", "properties": {"rubric": {"type": "string"}, "max_chars": {"type": "integer"}}},
         )
 
+    def check_config(self, config):
+        """Fails the run at its start on a bad [reward.config]."""
+        parse(config)
+
     def score(self, r):
-        try:
-            c = proctor.decode_config(r.config, Config)
-        except proctor.ConfigError as e:
-            raise proctor.Error(f"reward.config: {e}") from None
-        if c.max_chars < 1:
-            raise proctor.Error(f"reward.config: max_chars is {c.max_chars}; give the most characters of transcript the judge reads, at least 1 (default 20000)")
+        c = parse(r.config)
         verify = r.verify or proctor.VerifyResponse()
         task_id = r.task.id if r.task else ""
         prompt = (

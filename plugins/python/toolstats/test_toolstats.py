@@ -27,12 +27,18 @@ class TestToolstats(unittest.TestCase):
 
     def test_reward_only(self):
         m = testing.describe()
-        self.assertEqual(m.hooks, [proctor.HOOK_DESCRIBE, proctor.HOOK_REWARD])
+        self.assertEqual(m.hooks, [proctor.HOOK_DESCRIBE, proctor.HOOK_REWARD, proctor.HOOK_CONFIG])
         self.assertEqual(m.capabilities, [])
         self.assertEqual(m.abi, proctor.ABI_VERSION)
         with self.assertRaises(testing.HookError) as e:
             testing.call(proctor.HOOK_TASKS, {})
         self.assertIn("[[reward]]", e.exception.message)
+
+    def test_config_check(self):
+        testing.call(proctor.HOOK_CONFIG, {"config": {}})
+        with self.assertRaises(testing.HookError) as e:
+            testing.call(proctor.HOOK_CONFIG, {"config": {"weight": 1}})
+        self.assertIn("unknown key 'weight': toolstats takes no config", e.exception.message)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ class Toolstats:
     def manifest(self):
         return proctor.Manifest(name="toolstats", version="1.0.0", description="share of tool calls that did not fail")
 
+    def check_config(self, config):
+        """toolstats has no [reward.config] keys: any key is a mistake."""
+        if config:
+            raise proctor.ConfigError(f"unknown key {sorted(config)[0]!r}: toolstats takes no config")
+
     def score(self, r):
         # A transcript of another shape (an oracle's, say) has no turns and
         # scores 1.

@@ -34,6 +34,10 @@ from __future__ import annotations
 import json as _json
 
 ABI_VERSION = 1
+# The ABI's minor version this SDK speaks (abi.Minor).
+ABI_MINOR = 1
+# This SDK's version; describe reports it as "python SDK_VERSION".
+SDK_VERSION = "0.1.0"
 
 # Status codes (abi.Status*).
 STATUS_OK = 0
@@ -54,6 +58,13 @@ HOOK_VERIFY = "rollout.verify"
 HOOK_ORACLE = "rollout.oracle"
 HOOK_TEARDOWN = "rollout.teardown"
 HOOK_REWARD = "reward.score"
+HOOK_CONFIG = "config.check"
+
+# Error classes (abi.Class*): what the host records a failed hook as. A
+# class the host does not know is recorded as CLASS_PLUGIN.
+CLASS_PLUGIN = "plugin"
+CLASS_SETUP = "setup"
+CLASS_VERIFIER = "verifier"
 
 # Host operations (abi.Op*): what a manifest declares and a run grants.
 OP_EXEC = "sandbox.exec"
@@ -66,6 +77,12 @@ OP_DATASET_READ = "dataset.read"
 OP_HOST_INFO = "host.info"
 OP_REPO_CHECKOUT = "repo.checkout"
 OP_MODEL_COMPLETE = "model.complete"
+
+# What a host of ABI v1.0, which lists no features, has.
+_V1_0_FEATURES = frozenset(
+    (HOOK_DESCRIBE, HOOK_TASKS, HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_VERIFY, HOOK_ORACLE, HOOK_TEARDOWN, HOOK_REWARD)
+    + (OP_EXEC, OP_READ_FILE, OP_WRITE_FILE, OP_UPLOAD, OP_DOWNLOAD, OP_RESET, OP_DATASET_READ, OP_HOST_INFO, OP_REPO_CHECKOUT, OP_MODEL_COMPLETE)
+)
 
 # Log levels.
 LEVEL_DEBUG = -4
@@ -229,11 +246,13 @@ Manifest = _message(
     "Manifest",
     "What describe returns: the plugin's name and version, the host operations it uses "
     "(capabilities, and optional_capabilities it uses only in some configurations) and a JSON "
-    "schema of its config. abi and hooks are filled in by the SDK.",
+    "schema of its config. abi, abi_minor, sdk and hooks are filled in by the SDK.",
     [
         ("name", "", ""),
         ("version", "", ""),
         ("abi", 0, ""),
+        ("abi_minor", 0, ""),
+        ("sdk", "", ""),
         ("description", "", ""),
         ("hooks", [], ""),
         ("capabilities", [], ""),
@@ -363,12 +382,26 @@ HostInfo = _message(
     [
         ("proctor_version", "", ""),
         ("abi", 0, ""),
+        ("abi_minor", 0, ""),
+        ("features", [], ""),
         ("backend", "", ""),
         ("run_id", "", ""),
         ("rollout_id", "", ""),
         ("seed", 0, ""),
     ],
 )
+
+
+
+def _host_has(self, feature: str) -> bool:
+    """Whether the host has the feature (a hook or an operation name); a
+    host older than ABI v1.1 lists none and has exactly v1.0's."""
+    if not self.abi_minor and not self.features:
+        return feature in _V1_0_FEATURES
+    return feature in self.features
+
+
+HostInfo.has = _host_has
 
 ModelResponse = _message(
     "ModelResponse",
@@ -397,14 +430,14 @@ class SetupError(Error):
     """A failure to set a task up (class "setup")."""
 
     def __init__(self, message: str):
-        super().__init__(message, "setup")
+        super().__init__(message, CLASS_SETUP)
 
 
 class VerifierError(Error):
     """A verifier that could not reach a verdict (class "verifier")."""
 
     def __init__(self, message: str):
-        super().__init__(message, "verifier")
+        super().__init__(message, CLASS_VERIFIER)
 
 
 class HostError(Exception):
@@ -455,6 +488,12 @@ class _RewardOnly:
     def score(self, r):
         return self.scorer.score(r)
 
+    def __getattr__(self, name):
+        # check_config, when the scorer has it.
+        if name == "check_config":
+            return getattr(self.scorer, name)
+        raise AttributeError(name)
+
 
 def register_reward(scorer) -> None:
     """Make scorer the plugin's reward scorer, for a plugin that has no
@@ -476,14 +515,18 @@ _HOOKS = {
     HOOK_ORACLE: ("oracle", RolloutRequest, OracleResponse),
     HOOK_TEARDOWN: ("teardown", RolloutRequest, None),
     HOOK_REWARD: ("score", RewardRequest, RewardResponse),
+    HOOK_CONFIG: ("check_config", None, None),
 }
 
 
 def _hooks(env) -> list:
     if isinstance(env, _RewardOnly):
-        return [HOOK_DESCRIBE, HOOK_REWARD]
+        hooks = [HOOK_DESCRIBE, HOOK_REWARD]
+        if callable(getattr(env.scorer, "check_config", None)):
+            hooks.append(HOOK_CONFIG)
+        return hooks
     hooks = [HOOK_DESCRIBE, HOOK_TASKS]
-    for hook in (HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_VERIFY, HOOK_ORACLE, HOOK_TEARDOWN, HOOK_REWARD):
+    for hook in (HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_VERIFY, HOOK_ORACLE, HOOK_TEARDOWN, HOOK_REWARD, HOOK_CONFIG):
         if callable(getattr(env, _HOOKS[hook][0], None)):
             hooks.append(hook)
     return hooks
@@ -505,7 +548,7 @@ def handle(method: str, data: bytes) -> tuple:
 def _handle(method, data):
     env = _env
     if env is None:
-        return STATUS_ERROR, _error_json("no environment registered: call proctor.register or proctor.register_reward when the plugin's module is imported", "plugin")
+        return STATUS_ERROR, _error_json("no environment registered: call proctor.register or proctor.register_reward when the plugin's module is imported", CLASS_PLUGIN)
     if method == HOOK_DESCRIBE:
         m = env.manifest()
         if isinstance(m, dict):
@@ -514,6 +557,8 @@ def _handle(method, data):
             raise TypeError(f"manifest() returned {type(m).__name__}; want proctor.Manifest")
         out = m.to_json()
         out["abi"] = ABI_VERSION
+        out["abi_minor"] = ABI_MINOR
+        out["sdk"] = "python " + SDK_VERSION
         out["hooks"] = _hooks(env)
         return STATUS_OK, _dumps(out)
     hook = _HOOKS.get(method)
@@ -537,6 +582,11 @@ def _handle(method, data):
         res = fn(arg)
     except Error as e:
         return STATUS_ERROR, _error_json(e.message, e.error_class)
+    except ConfigError as e:
+        if method != HOOK_CONFIG:
+            raise
+        # What config.check is for: the message alone, naming the key.
+        return STATUS_ERROR, _error_json(str(e))
     if resp_type is None:
         return STATUS_OK, b"{}"
     if isinstance(res, dict):
@@ -571,7 +621,7 @@ TRACEBACK_FRAMES = 5
 def _failure(method: str, e: BaseException) -> bytes:
     """An exception a hook let out: class plugin, its type, message and the
     traceback's last frames (the SDK's own frames left out)."""
-    return _error_json(describe_exception(f"{method}: uncaught", e), "plugin")
+    return _error_json(describe_exception(f"{method}: uncaught", e), CLASS_PLUGIN)
 
 
 def describe_exception(prefix: str, e: BaseException) -> str:

@@ -4,6 +4,7 @@ proctor.decode_config). Imported only by plugins that call it."""
 from __future__ import annotations
 
 import copy
+import difflib
 import sys
 
 from proctor import ConfigError, _json_type
@@ -60,7 +61,9 @@ def _object(raw, schema, where):
     for key in raw:
         if key not in fields:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"unknown key {_path(where, key)!r} (known keys: {known})")
+            near = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            mean = f"; did you mean {_path(where, near[0])!r}?" if near else ""
+            raise ConfigError(f"unknown key {_path(where, key)!r}{mean} (known keys: {known})")
     values = {}
     for name, (ann, default) in fields.items():
         key = _path(where, name)

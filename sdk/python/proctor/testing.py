@@ -141,7 +141,13 @@ class Host:
         self.model = None
         self.reset = None
         self.grants = None
-        self.info = proctor.HostInfo(proctor_version="testing", abi=proctor.ABI_VERSION, backend="emulator")
+        self.info = proctor.HostInfo(
+            proctor_version="testing",
+            abi=proctor.ABI_VERSION,
+            abi_minor=proctor.ABI_MINOR,
+            features=sorted(proctor._V1_0_FEATURES | {proctor.HOOK_CONFIG}),
+            backend="emulator",
+        )
         self.calls = []
         self.logs = []
         self._prev = None

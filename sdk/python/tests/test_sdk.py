@@ -4,7 +4,7 @@ CPython (3.10 or later):
     PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests
 
 The wasm side (the same dispatch inside the runtime, under the real host)
-is tested by the Go tests of sdk/python."""
+is tested by the Go tests of host/plugin/wasm (python_test.go)."""
 
 import base64
 import io
@@ -52,6 +52,8 @@ class TestDispatch(unittest.TestCase):
         status, m = call_raw("describe", {})
         self.assertEqual(status, proctor.STATUS_OK)
         self.assertEqual(m["abi"], 1)
+        self.assertEqual(m["abi_minor"], proctor.ABI_MINOR)
+        self.assertEqual(m["sdk"], "python " + proctor.SDK_VERSION)
         self.assertEqual(m["hooks"], ["describe", "tasks.load", "rollout.sandbox", "rollout.verify"])
         self.assertEqual(m["optional_capabilities"], ["sandbox.reset", "dataset.read"])
         self.assertNotIn("config_schema", m)
@@ -165,6 +167,47 @@ class TestDispatch(unittest.TestCase):
             self.assertEqual((status, out["class"]), (proctor.STATUS_ERROR, "plugin"))
             self.assertIn(want, out["error"])
 
+    def test_config_check(self):
+        class Config:
+            weight: float = 1.0
+
+        class Checked(Env):
+            def check_config(self, config):
+                proctor.decode_config(config, Config)
+
+        class Scorer:
+            def manifest(self):
+                return proctor.Manifest(name="s", version="1")
+
+            def score(self, r):
+                return proctor.RewardResponse()
+
+            def check_config(self, config):
+                proctor.decode_config(config, Config)
+
+        for register, obj, hooks in (
+            (proctor.register, Checked(), ["describe", "tasks.load", "rollout.sandbox", "rollout.verify", "config.check"]),
+            (proctor.register_reward, Scorer(), ["describe", "reward.score", "config.check"]),
+        ):
+            register(obj)
+            self.assertEqual(call_raw("describe", {})[1]["hooks"], hooks)
+            self.assertEqual(call_raw("config.check", {"config": {"weight": 2}}), (proctor.STATUS_OK, {}))
+            status, e = call_raw("config.check", {"config": {"wieght": 2}})
+            self.assertEqual(status, proctor.STATUS_ERROR)
+            self.assertTrue(e["error"].startswith("unknown key 'wieght'; did you mean 'weight'?"), e)
+            self.assertNotIn("Traceback", e["error"])
+        proctor.register_reward(Scorer.__new__(type("Plain", (), {"manifest": Scorer.manifest, "score": Scorer.score})))
+        self.assertEqual(call_raw("describe", {})[1]["hooks"], ["describe", "reward.score"])
+        self.assertEqual(call_raw("config.check", {"config": {}})[0], proctor.STATUS_UNKNOWN)
+
+    def test_host_info_has(self):
+        old = proctor.HostInfo(abi=1)
+        self.assertTrue(old.has(proctor.OP_EXEC))
+        self.assertFalse(old.has(proctor.HOOK_CONFIG), "v1.0 had no config.check")
+        new = proctor.HostInfo(abi=1, abi_minor=1, features=[proctor.OP_EXEC, proctor.HOOK_CONFIG])
+        self.assertTrue(new.has(proctor.HOOK_CONFIG))
+        self.assertFalse(new.has(proctor.OP_RESET))
+
     def test_nothing_registered(self):
         proctor._env = None
         status, out = call_raw("describe", {})
@@ -222,7 +265,8 @@ class TestConfig(unittest.TestCase):
         self.assertEqual(proctor.decode_config({}, C).tags, [], "defaults are copied, not shared")
 
         bad = [
-            ({"nmae": "x"}, "unknown key 'nmae' (known keys: anything, inner, limits, maybe, name, on, ratio, tags)"),
+            ({"nmae": "x"}, "unknown key 'nmae'; did you mean 'name'? (known keys: anything, inner, limits, maybe, name, on, ratio, tags)"),
+            ({"colour": "x"}, "unknown key 'colour' (known keys: anything,"),
             ({"ratio": "high"}, "ratio: want a number, got a string"),
             ({"on": 1}, "on: want true or false, got a number"),
             ({"tags": "a"}, "tags: want an array, got a string"),
@@ -230,6 +274,7 @@ class TestConfig(unittest.TestCase):
             ({"limits": {"a": "x"}}, "limits.a: want an integer"),
             ({"maybe": "x"}, "maybe: want an integer"),
             ({"inner": {"m": 1}}, "unknown key 'inner.m'"),
+            ({"inner": {"nn": 1}}, "unknown key 'inner.nn'; did you mean 'inner.n'?"),
             ([], "config: want a table, got an array"),
         ]
         for raw, want in bad:

@@ -3,6 +3,7 @@
 package wasmtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,14 +18,26 @@ var (
 	dir   string
 )
 
+// Flags are the go build flags of make plugins, which plugin new's
+// Makefile uses too: no symbol table (the wasm name section) and no paths
+// of the build machine. Panics still name their functions and lines.
+var Flags = []string{"-trimpath", "-ldflags=-s -w"}
+
 // Build compiles the main package pkg (an import path, or a path relative
-// to the module root such as "./plugins/example") to wasm once per test
-// process and returns the file's path.
+// to the module root such as "./plugins/example") to wasm with Flags, once
+// per test process, and returns the file's path.
 func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	return BuildWith(t, pkg, Flags...)
+}
+
+// BuildWith is Build with other go build flags than Flags.
+func BuildWith(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	if p, ok := built[pkg]; ok {
+	key := strings.Join(append([]string{pkg}, flags...), " ")
+	if p, ok := built[key]; ok {
 		return p
 	}
 	if dir == "" {
@@ -38,13 +51,19 @@ func Build(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatalf("find module root: %v", err)
 	}
-	out := filepath.Join(dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	// One folder per build: the file keeps the package's name.
+	sub := filepath.Join(dir, fmt.Sprint(len(built)))
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(sub, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".wasm")
+	args := append([]string{"build", "-buildmode=c-shared"}, flags...)
+	cmd := exec.Command("go", append(args, "-o", out, pkg)...)
 	cmd.Dir = strings.TrimSpace(string(root))
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s to wasm: %v\n%s", pkg, err, b)
 	}
-	built[pkg] = out
+	built[key] = out
 	return out
 }

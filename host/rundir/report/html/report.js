@@ -207,7 +207,8 @@
     out.push(facts([['outcome', (marks[rec.outcome] || '?') + ' ' + rec.outcome], ['error class', rec.error_class], ['reward', rec.reward],
       ['stop reason', rec.stop_reason], ['turns', rec.turns], ['tokens', (u.prompt_tokens || 0) + ' in, ' + (u.completion_tokens || 0) + ' out'],
       ['cost', rec.cost_usd ? '$' + rec.cost_usd.toFixed(4) : ''], ['seconds', r.dur.toFixed(2)], ['attempt', rec.attempt], ['try', rec.try],
-      ['category', rec.category], ['difficulty', rec.difficulty], ['image', rec.image], ['seed', d.seed], ['transcript', rec.transcript]]));
+      ['category', rec.category], ['difficulty', rec.difficulty], ['image', rec.image], ['seed', d.seed], ['transcript', rec.transcript],
+      ['network', rec.network], ['network withheld', rec.network_withheld], ['reward from', rec.reward_source], ['verifier log', rec.verifier_log]]));
     if (rec.error) out.push(el('h3', null, 'Error'), el('pre', null, text(rec.error)));
     if (rec.tests && rec.tests.length) {
       const tb = el('tbody');
@@ -233,6 +234,10 @@
     const tr = t && typeof t === 'object' && t.trajectory && typeof t.trajectory === 'object' ? t.trajectory : t;
     if (!t) {
       if (!d.transcript_error) out.push(el('p', null, 'no transcript'));
+    } else if (tr && tr.oracle && typeof tr.oracle === 'object') {
+      const o = tr.oracle;
+      out.push(facts([['agent', tr.agent], ['exit code', o.exit_code == null ? 'none (it did not run to its end)' : o.exit_code], ['error', tr.error]]));
+      out.push(el('h3', null, 'Reference solution output'), clip(o.output || '', 30));
     } else if (tr && Array.isArray(tr.messages) && tr.messages.length) {
       out.push(facts([['agent', tr.agent], ['model', tr.model], ['tools', (tr.tools || []).join(', ')], ['stop reason', tr.stop_reason], ['error', tr.error]]));
       for (const m of tr.messages) out.push(message(m || {}));

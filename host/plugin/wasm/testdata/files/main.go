@@ -2,12 +2,14 @@
 // ABI, that reads the files a plugin carries (abi.FilesSection): the hook
 // "read" answers the contents of the file its input names, "list" the
 // names in a folder, "write" what writing a file does; "count" counts its
-// calls, in memory (for the memory image's tests).
+// calls, in memory, "stamp" keeps the time it is called at and "now"
+// answers the time (for the memory image's tests).
 package main
 
 import (
 	"encoding/json"
 	"os"
+	"time"
 	"unsafe"
 )
 
@@ -30,7 +32,10 @@ func out(v any) uint32 {
 	return 0
 }
 
-var calls int
+var (
+	calls int
+	stamp time.Time
+)
 
 //go:wasmexport proctor_abi_v1
 func marker() {}
@@ -64,6 +69,11 @@ func handle(ml, il uint32) uint32 {
 	case "count":
 		calls++
 		return out(calls)
+	case "stamp":
+		stamp = time.Now()
+		return out(stamp.UnixNano())
+	case "now":
+		return out(time.Now().UnixNano())
 	case "write":
 		if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
 			return out("error: " + err.Error())

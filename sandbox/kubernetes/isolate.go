@@ -1,0 +1,354 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/shell"
+)
+
+// An isolated sandbox is a pod with two shells, both started through the
+// warden (sandbox/warden), which the backend writes into the pod before
+// either: the plugin's, in a mount namespace where the spec's Private
+// folders are tmpfs mounts only it sees, and the agent's, in PID and mount
+// namespaces of its own without CAP_SYS_ADMIN. The docker backend does the
+// same with a container; docs/security.md says what it guarantees.
+
+// pluginState is the plugin shell's folder: under the warden's folder,
+// which the warden seals read-only, and a private tmpfs of its own.
+const pluginState = shell.WardenDir + "/plugin"
+
+// install writes the warden into the pod for the node's architecture and
+// resolves users (names as the image's passwd and group say, before the
+// agent can change them) with it: one exec, in three steps. The script
+// says whether the container runs as root (the warden needs it) and the
+// node's architecture; then it reads the warden's size and bytes; then it
+// prints `warden id` of each user.
+const install = `if [ "$EUID" != 0 ]; then
+  u=$(id -un 2>/dev/null) || u=$(id -u):$(id -g)
+  printf 'user %s\n' "$u"; exit 10
+fi
+printf 'arch %s\n' "$HOSTTYPE"
+IFS= read -r n || exit 1
+w=` + shell.WardenPath + `
+mkdir -p ` + shell.WardenDir + ` && mkdir -p -m 700 ` + pluginState + ` && head -c "$n" > "$w.new" && chmod 755 "$w.new" && mv -f "$w.new" "$w" || exit 1
+[ "$(stat -c %s "$w")" = "$n" ] || { echo "warden: wrote $(stat -c %s "$w") of $n bytes" >&2; exit 1; }
+for u in "$@"; do printf 'id '; "$w" id "$u" || exit 11; done`
+
+// imageUser is the user an image runs as when it is not root: an isolated
+// pod must run as root, with this for the spec's user.
+type imageUser string
+
+func (u imageUser) Error() string { return fmt.Sprintf("the image runs as %q, not root", string(u)) }
+
+// archs maps bash's HOSTTYPE to Go's architecture names.
+var archs = map[string]string{"x86_64": "amd64", "aarch64": "arm64"}
+
+// installWarden runs install and returns the users' ids, in the order
+// asked.
+func (s *Sandbox) installWarden(ctx context.Context, users []string) ([]userIDs, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr tail
+	var code int
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		argv := append([]string{"bash", "-c", install, "proctor-install"}, users...)
+		err = s.b.stream(ctx, s.name, argv, inR, outW, &stderr)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code, err = ee.code, nil
+		}
+		outW.Close()
+		inR.Close()
+	}()
+	out := bufio.NewReaderSize(outR, 4096)
+	line, _ := out.ReadSlice('\n')
+	first := strings.Fields(string(line))
+	var ids []userIDs
+	if len(first) == 2 && first[0] == "arch" {
+		arch := archs[first[1]]
+		if arch == "" {
+			arch = first[1]
+		}
+		w, werr := shell.Warden(arch)
+		if werr != nil {
+			inW.CloseWithError(werr)
+			outR.Close()
+			<-done
+			return nil, werr
+		}
+		go func() {
+			fmt.Fprintf(inW, "%d\n", len(w))
+			inW.Write(w)
+			inW.Close()
+		}()
+		for {
+			line, rerr := out.ReadSlice('\n')
+			if rerr != nil {
+				break
+			}
+			if v, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "id "); ok {
+				u, perr := parseIDs(v)
+				if perr != nil {
+					outR.Close()
+					<-done
+					return nil, fmt.Errorf("resolve users: %w", perr)
+				}
+				ids = append(ids, u)
+			}
+		}
+	}
+	io.Copy(io.Discard, io.LimitReader(out, 64<<10))
+	outR.Close()
+	inW.Close()
+	<-done
+	msg := strings.TrimSpace(stderr.String())
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("put the warden into the pod: %w", s.explain(ctx, err))
+	case code == 10 && len(first) == 2 && first[0] == "user":
+		return nil, imageUser(first[1])
+	case code == 11:
+		return nil, fmt.Errorf("resolve user %q in the image: %s", users[min(len(ids), len(users)-1)], strings.TrimPrefix(msg, "warden: "))
+	case code != 0:
+		return nil, fmt.Errorf("put the warden into the pod: exit %d: %s", code, msg)
+	case len(ids) != len(users):
+		return nil, fmt.Errorf("resolve users %q: got %d answers", users, len(ids))
+	}
+	return ids, nil
+}
+
+// startIsolated puts the warden in, resolves the users and starts both
+// shells at once.
+func (s *Sandbox) startIsolated(ctx context.Context) error {
+	var users []string
+	if s.spec.User != "" {
+		users = append(users, s.spec.User)
+	}
+	if s.spec.AgentUser != "" && s.spec.AgentUser != s.spec.User {
+		users = append(users, s.spec.AgentUser)
+	}
+	ids, err := s.installWarden(ctx, users)
+	if err != nil {
+		return err
+	}
+	if s.spec.User != "" {
+		s.user = &ids[0]
+		ids = ids[1:]
+	}
+	if len(ids) > 0 {
+		s.agentUser = &ids[0]
+	}
+	s.tmpfsMiB = s.spec.MemoryMB
+	if s.tmpfsMiB <= 0 {
+		s.tmpfsMiB = sandbox.DefaultMemoryMB
+	}
+	s.pidsMax = s.spec.PidsMax
+	if s.pidsMax <= 0 {
+		s.pidsMax = sandbox.DefaultPidsMax
+	}
+	prefix := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
+	for _, d := range append(s.private, pluginState) {
+		prefix = append(prefix, "-private", d)
+	}
+	if s.user != nil {
+		prefix = append(prefix, "-user", s.user.ids())
+	}
+	prefix = append(prefix, "--")
+	s.agent = &agentView{s: s}
+	s.agent.view = view{s: s, shell: s.agent.current, closed: &s.agent.closed}
+	var wg sync.WaitGroup
+	var agentErr error
+	wg.Go(func() { agentErr = s.agent.start(ctx) })
+	sh, ns, err := s.open(ctx, controllerSpec{state: pluginState, prefix: prefix, home: s.user, header: true, kill: s.killGroup})
+	s.sh, s.pluginNS = sh, ns
+	wg.Wait()
+	return errors.Join(err, agentErr)
+}
+
+// Agent returns the agent's view (the sandbox itself when it is not
+// isolated).
+func (s *Sandbox) Agent() sandbox.Sandbox {
+	if s.agent == nil {
+		return s
+	}
+	return s.agent
+}
+
+// Seal empties the private folders for verification, and stops the agent's
+// processes when they leave the sandbox too few process slots. A pod the
+// cluster stopped for going over its disk limit fails with ErrLimit.
+func (s *Sandbox) Seal(ctx context.Context) (string, error) {
+	if err := s.live(); err != nil {
+		return "", err
+	}
+	// The controller's builtin answers without a new process, so a
+	// sandbox without process slots still answers.
+	pids, max, err := s.sh.Stat(ctx)
+	if err != nil {
+		return "", s.explain(ctx, err)
+	}
+	if s.agent == nil {
+		return "", nil
+	}
+	// A pod's process limit is the node's (the kubelet's podPidsLimit),
+	// on the pod's cgroup: the container's own says "max". The sandbox's
+	// is its spec's.
+	if max < 0 || max > s.pidsMax {
+		max = s.pidsMax
+	}
+	note := ""
+	if max-pids < shell.ReservedPids {
+		if err := s.agent.stop(ctx); err != nil {
+			return "", err
+		}
+		note = shell.StoppedNote(pids, max)
+	}
+	if len(s.private) == 0 {
+		return note, nil
+	}
+	if s.user != nil && s.user.uid != 0 {
+		// The plugin's shell runs without the capability to mount: a
+		// separate exec as root joins its namespace.
+		if err := s.warden(ctx, shell.Remount(s.tmpfsMiB, s.user.ids(), s.pluginNS, s.private)...); err != nil {
+			return note, fmt.Errorf("empty the private folders: %w", err)
+		}
+		return note, nil
+	}
+	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, "", 0, s.private)...), sandbox.ExecOptions{Fresh: true})
+	if err != nil {
+		return note, s.explain(ctx, err)
+	}
+	if r.ExitCode != 0 {
+		return note, fmt.Errorf("empty the private folders: exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	}
+	return note, nil
+}
+
+// warden runs the warden with args in an exec of its own, as the
+// container's user (root), and nothing of the image: after the agent's
+// turn, the image's programs may be the agent's.
+func (s *Sandbox) warden(ctx context.Context, args ...string) error {
+	var stderr tail
+	err := s.b.stream(ctx, s.name, append([]string{shell.WardenPath}, args...), nil, nil, &stderr)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("warden %s: exit %d: %s", args[0], ee.code, strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		return s.explain(ctx, err)
+	}
+	return nil
+}
+
+// agentView is the agent's side of an isolated sandbox: its own shell in
+// its own namespaces, started again when a command kills it.
+type agentView struct {
+	view
+	s *Sandbox
+
+	mu     sync.Mutex
+	sh     *Controller
+	nsInit int // the agent namespace's init, as the container numbers it
+	closed atomic.Bool
+}
+
+func (a *agentView) current() *Controller {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sh
+}
+
+func (a *agentView) namespace() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nsInit
+}
+
+// start starts the agent's shell through the warden, as the agent's user.
+func (a *agentView) start(ctx context.Context) error {
+	prefix := []string{shell.WardenPath, "agent"}
+	user := a.user()
+	if user != nil {
+		prefix = append(prefix, "-user", user.ids())
+	}
+	prefix = append(prefix, "--")
+	sh, ns, err := a.s.open(ctx, controllerSpec{state: stateDir, prefix: prefix, home: user, header: true,
+		kill: func(ctx context.Context, pgid int) error {
+			return a.s.warden(ctx, "kill", strconv.Itoa(a.namespace()), strconv.Itoa(pgid))
+		}})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.sh, a.nsInit = sh, ns
+	a.mu.Unlock()
+	return nil
+}
+
+// stop kills every process of the agent's namespace, through the plugin
+// shell's builtin kill: it needs no new process.
+func (a *agentView) stop(ctx context.Context) error {
+	a.mu.Lock()
+	sh, ns := a.sh, a.nsInit
+	a.mu.Unlock()
+	if sh != nil {
+		sh.Close()
+	}
+	if ns > 1 {
+		if err := a.s.sh.Signal(ctx, 9, ns); err != nil {
+			return a.s.explain(ctx, err)
+		}
+	}
+	return nil
+}
+
+// Exec runs cmd in the agent's shell. When a command (the agent's own
+// `kill -9 -1`, say) killed the shell while the pod still runs, a new
+// shell is started and the call reports exit 137 with a note: what the
+// agent does to its own sandbox is its outcome, not a failure of proctor.
+// A pod the cluster stopped for going over its disk limit fails the call
+// with ErrLimit.
+func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	if err := a.live(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	sh := a.current()
+	r, err := sh.Exec(ctx, cmd, o)
+	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
+		return r, err
+	}
+	if !a.s.running(ctx) {
+		return r, a.s.explain(ctx, err)
+	}
+	a.mu.Lock()
+	same := a.sh == sh
+	a.mu.Unlock()
+	if same {
+		if serr := a.start(ctx); serr != nil {
+			return r, a.s.explain(ctx, fmt.Errorf("%w; starting a new shell: %v", err, serr))
+		}
+		sh.Close()
+	}
+	return sandbox.ExecResult{ExitCode: 137, Stderr: shell.Restarted + "\n", Duration: r.Duration}, nil
+}
+
+// Close ends the agent's shell; the sandbox lives on until its own Close.
+func (a *agentView) Close(ctx context.Context) error {
+	a.closed.Store(true)
+	if sh := a.current(); sh != nil {
+		sh.Close()
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+module github.com/proctor-dev/proctor/sdk
+
+go 1.24
