@@ -109,7 +109,7 @@ func (i *Instance) unpark(ctx context.Context) error {
 		g.Set(st.globals[k])
 	}
 	i.mod, i.handle, i.parked = mod, mod.ExportedFunction(abi.HandleExport), nil
-	i.p.r.whole.Add(1)
+	i.p.r.wholeAdd()
 	return nil
 }
 

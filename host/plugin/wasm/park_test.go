@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
@@ -188,6 +189,51 @@ func TestParkUnderPressure(t *testing.T) {
 		}
 		if n := pressed.r.whole.Load(); n > 2 {
 			t.Errorf("step %d: %d instances whole, the runtime keeps 2", step, n)
+		}
+	}
+}
+
+// A burst of rollouts starting at once keeps at most the resident
+// instances and those being started whole, and every instance answers as
+// a fresh one.
+func TestParkBurst(t *testing.T) {
+	ctx := context.Background()
+	mod, err := os.ReadFile(wasmtest.Build(t, "./host/plugin/wasm/testdata/stateful"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, Config{ResidentInstances: 2, StartingInstances: 1})
+	p, err := r.Load(ctx, "stateful", mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := loadStateful(t)
+	whole, err := ref.Instantiate(ctx, InstanceConfig{Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close(ctx)
+	want := call(t, whole, "step")
+	const n = 60
+	insts := make([]*Instance, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range insts {
+		wg.Go(func() { insts[k], errs[k] = p.Instantiate(ctx, InstanceConfig{Seed: 5}) })
+	}
+	wg.Wait()
+	for k, inst := range insts {
+		if errs[k] != nil {
+			t.Fatal(errs[k])
+		}
+		defer inst.Close(ctx)
+	}
+	if n := r.peak.Load(); n > 3 {
+		t.Errorf("%d instances whole at once, want at most 3 (2 resident, 1 starting)", n)
+	}
+	for k, inst := range insts {
+		if got := call(t, inst, "step"); got != want {
+			t.Fatalf("instance %d: %s, want %s", k, got, want)
 		}
 	}
 }

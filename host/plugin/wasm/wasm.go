@@ -59,6 +59,9 @@ type Config struct {
 	// calls; past it, an instance is parked as soon as its call returns.
 	// Default 4 × GOMAXPROCS, at least 64.
 	ResidentInstances int
+	// StartingInstances is how many instances start at once (the rest
+	// wait their turn). Default 4 × GOMAXPROCS.
+	StartingInstances int
 	Log               *slog.Logger
 }
 
@@ -67,6 +70,11 @@ type Runtime struct {
 	rt    wazero.Runtime
 	cfg   Config
 	whole atomic.Int64 // instances with a module: not parked, not closed
+	peak  atomic.Int64 // the most instances whole at once
+	// starting admits instantiations: starting one is CPU work, so more
+	// at once only keeps more instances whole (a burst of rollouts
+	// starting together) without starting any sooner.
+	starting chan struct{}
 }
 
 // Sentinel errors; a *PluginError matches one of them with errors.Is.
@@ -123,6 +131,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ResidentInstances <= 0 {
 		cfg.ResidentInstances = max(64, 4*runtime.GOMAXPROCS(0))
 	}
+	if cfg.StartingInstances <= 0 {
+		cfg.StartingInstances = 4 * runtime.GOMAXPROCS(0)
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -139,7 +150,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 			cfg.Log.Warn("wasm compilation cache unavailable", "dir", cfg.CacheDir, "err", err)
 		}
 	}
-	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), cfg: cfg}
+	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), cfg: cfg, starting: make(chan struct{}, cfg.StartingInstances)}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
 		return nil, err
 	}
@@ -452,11 +463,28 @@ func (p *Plugin) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if p.allowed == nil && len(p.manifest.Capabilities) > 0 {
 		return nil, &PluginError{Plugin: p.name, Kind: ErrDenied, Err: errors.New("capabilities not checked: call Grant before Instantiate")}
 	}
+	select {
+	case p.r.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTimeout, Err: ctx.Err()}
+	}
+	defer func() { <-p.r.starting }()
 	inst, err := p.instantiate(ctx, cfg, p.allowed, false)
 	if err == nil {
 		inst.relieve(ctx)
 	}
 	return inst, err
+}
+
+// wholeAdd counts one more instance whole.
+func (r *Runtime) wholeAdd() {
+	n := r.whole.Add(1)
+	for {
+		p := r.peak.Load()
+		if n <= p || r.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
 
 // relieve parks the instance when more are whole than the runtime keeps
@@ -494,7 +522,7 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 		}
 	}
-	p.r.whole.Add(1)
+	p.r.wholeAdd()
 	return &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
 }
 
