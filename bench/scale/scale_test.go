@@ -272,7 +272,8 @@ func describeMachine(bin string) string {
 		}
 	}
 	v, _ := exec.Command(bin, "version").Output()
-	return fmt.Sprintf("%d cores, %s memory, Linux %s, %s", runtime.NumCPU(), mem, release(u.Release), strings.TrimSpace(string(v)))
+	version, _, _ := strings.Cut(strings.TrimSpace(string(v)), "\n")
+	return fmt.Sprintf("%d cores, %s memory, Linux %s, %s", runtime.NumCPU(), mem, release(u.Release), version)
 }
 
 // TestMain prints the medians of every level after the benchmarks.
@@ -289,7 +290,7 @@ func TestMain(m *testing.M) {
 func summarize(w io.Writer) {
 	fmt.Fprintf(w, "\nscale benchmark on %s (medians of the runs at each level)\n\n", machine)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	head := []string{"in flight", "rollouts", "runs", "wall", "× ideal", "rollouts/s", "peak RSS", "RSS per in flight"}
+	head := []string{"in flight", "rollouts", "runs", "wall", "× ideal", "rollouts/s", "peak RSS", "RSS per in flight", "RSS per added"}
 	for _, p := range phases {
 		head = append(head, p+" p50")
 	}
@@ -301,7 +302,11 @@ func summarize(w io.Writer) {
 			levels = append(levels, r.inflight)
 		}
 	}
-	for _, n := range levels {
+	// The first level's peak is the base the others add to: RSS per
+	// added rollout in flight is what more rollouts cost, without what
+	// proctor costs anyway.
+	var base float64
+	for k, n := range levels {
 		var runs []result
 		for _, r := range results {
 			if r.inflight == n {
@@ -323,6 +328,13 @@ func summarize(w io.Writer) {
 			fmt.Sprintf("%.1f", pick(func(r result) float64 { return float64(r.rollouts) / r.wall.Seconds() })),
 			fmt.Sprintf("%.0f MB", pick(func(r result) float64 { return float64(r.peakRSS) / 1e6 })),
 			fmt.Sprintf("%.2f MB", pick(func(r result) float64 { return float64(r.peakRSS) / 1e6 / float64(r.inflight) })),
+		}
+		peak := pick(func(r result) float64 { return float64(r.peakRSS) / 1e6 })
+		if k == 0 {
+			base = peak
+			row = append(row, "-")
+		} else {
+			row = append(row, fmt.Sprintf("%.2f MB", (peak-base)/float64(n-levels[0])))
 		}
 		for _, p := range phases {
 			row = append(row, fmt.Sprintf("%.1f ms", pick(func(r result) float64 { return float64(r.p50[p].Microseconds()) / 1e3 })))
