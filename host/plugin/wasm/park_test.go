@@ -152,30 +152,47 @@ func TestDiffRuns(t *testing.T) {
 	}
 }
 
-// When more instances are whole than the runtime keeps, one is parked as
-// soon as its call returns, and still answers as a whole one.
-func TestParkUnderPressure(t *testing.T) {
-	ctx := context.Background()
+// pressedStateful loads the stateful plugin, without files, on a runtime
+// of its own made with cfg.
+func pressedStateful(t *testing.T, cfg Config) (*Runtime, *Plugin) {
+	t.Helper()
 	mod, err := os.ReadFile(wasmtest.Build(t, "./host/plugin/wasm/testdata/stateful"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pressed, err := newRuntime(t, Config{ResidentInstances: 2}).Load(ctx, "stateful", mod)
+	r := newRuntime(t, cfg)
+	p, err := r.Load(context.Background(), "stateful", mod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := loadStateful(t)
-	whole, err := ref.Instantiate(ctx, InstanceConfig{Seed: 3})
+	return r, p
+}
+
+// wantSteps is what n calls of step answer on an instance never parked.
+func wantSteps(t *testing.T, seed uint64, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	whole, err := loadStateful(t).Instantiate(ctx, InstanceConfig{Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer whole.Close(ctx)
 	var want []string
-	for range 4 {
+	for range n {
 		want = append(want, call(t, whole, "step"))
 	}
+	return want
+}
+
+// When more instances are whole than the runtime keeps, one is parked as
+// soon as its call returns, and still answers as a whole one.
+func TestParkUnderPressure(t *testing.T) {
+	ctx := context.Background()
+	r, pressed := pressedStateful(t, Config{ResidentInstances: 2})
+	want := wantSteps(t, 3, 4)
 	insts := make([]*Instance, 5)
 	for k := range insts {
+		var err error
 		if insts[k], err = pressed.Instantiate(ctx, InstanceConfig{Seed: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +204,7 @@ func TestParkUnderPressure(t *testing.T) {
 				t.Fatalf("instance %d, step %d: %s, want %s", k, step, got, want[step])
 			}
 		}
-		if n := pressed.r.whole.Load(); n > 2 {
+		if n := r.whole.Load(); n > 2 {
 			t.Errorf("step %d: %d instances whole, the runtime keeps 2", step, n)
 		}
 	}
@@ -198,22 +215,8 @@ func TestParkUnderPressure(t *testing.T) {
 // a fresh one.
 func TestParkBurst(t *testing.T) {
 	ctx := context.Background()
-	mod, err := os.ReadFile(wasmtest.Build(t, "./host/plugin/wasm/testdata/stateful"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRuntime(t, Config{ResidentInstances: 2, StartingInstances: 1})
-	p, err := r.Load(ctx, "stateful", mod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := loadStateful(t)
-	whole, err := ref.Instantiate(ctx, InstanceConfig{Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer whole.Close(ctx)
-	want := call(t, whole, "step")
+	r, p := pressedStateful(t, Config{ResidentInstances: 2, StartingInstances: 1})
+	want := wantSteps(t, 5, 1)[0]
 	const n = 60
 	insts := make([]*Instance, n)
 	errs := make([]error, n)
