@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
+.PHONY: help build plugins warden test test-race bench bench-scale lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -79,6 +79,11 @@ test-race: fixture-images plugins warden test-tools python-runtime ## run the te
 bench: fixture-images plugins warden python-runtime ## run the benchmarks (medians: pipe through benchstat)
 	$(GO) test $(BENCHFLAGS) ./...
 	cd $(SDK) && $(GO) test $(BENCHFLAGS) ./...
+
+SCALE_COUNT ?= 3
+
+bench-scale: build ## one process, 10, 100 and 1,000 rollouts in flight: rollouts/s, peak RSS, phase medians
+	PROCTOR_BENCH_SCALE=1 $(GO) test -run '^$$' -bench Scale -benchtime 1x -count $(SCALE_COUNT) -timeout 60m ./bench/scale
 
 lint: ## gofmt, go vet for linux and wasip1
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -359,3 +359,9 @@ func (r *pluginRollout) Teardown(ctx context.Context) error {
 }
 
 func (r *pluginRollout) Close(ctx context.Context) error { return r.inst.Close(ctx) }
+
+var _ scheduler.Idler = (*pluginRollout)(nil)
+
+// Idle parks the plugin instance while the rollout waits: its next hook
+// re-creates it as it was (see wasm.Instance.Park).
+func (r *pluginRollout) Idle(ctx context.Context) { r.inst.Park(ctx) }

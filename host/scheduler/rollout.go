@@ -76,6 +76,7 @@ func (ro *rollout) run(ctx context.Context) bool {
 	if err := ro.formatPrompt(ctx); err != nil {
 		return ro.fail(ctx, rundir.ClassPlugin, phaseError("format prompt", err))
 	}
+	ro.idle(ctx)
 	agentErr := ro.runAgent(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -167,6 +168,7 @@ func (ro *rollout) startSandbox(ctx context.Context) error {
 		if w, ok := ro.env.(interface{ NetworkWithheld() string }); ok {
 			ro.rec.NetworkWithheld = w.NetworkWithheld()
 		}
+		ro.idle(ctx)
 		ro.sb, err = ro.r.start(ctx, ro.spec)
 		return err
 	})

@@ -278,6 +278,82 @@ func TestRunnerRefusesImpossibleConfig(t *testing.T) {
 	}
 }
 
+// idleEnv records, per rollout, the calls of its environment, its
+// agent's run, and the hints that it waits.
+type idleEnv struct {
+	schedulertest.Env
+	mu  sync.Mutex
+	log map[string][]string
+}
+
+type idleRollout struct {
+	scheduler.Rollout
+	env *idleEnv
+	id  string
+}
+
+func (e *idleEnv) note(id, what string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log[id] = append(e.log[id], what)
+}
+
+func (e *idleEnv) NewRollout(ctx context.Context, t scheduler.Task, info scheduler.RolloutInfo) (scheduler.Rollout, error) {
+	r, err := e.Env.NewRollout(ctx, t, info)
+	if err != nil {
+		return nil, err
+	}
+	return &idleRollout{Rollout: r, env: e, id: info.RolloutID}, nil
+}
+
+func (r *idleRollout) Idle(ctx context.Context) { r.env.note(r.id, "idle") }
+func (r *idleRollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
+	r.env.note(r.id, "spec")
+	return r.Rollout.SandboxSpec(ctx)
+}
+func (r *idleRollout) Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.Sandbox, error)) {
+	r.env.note(r.id, "bind")
+	r.Rollout.Bind(sb, reset)
+}
+func (r *idleRollout) Setup(ctx context.Context) error {
+	r.env.note(r.id, "setup")
+	return r.Rollout.Setup(ctx)
+}
+func (r *idleRollout) Prompt(ctx context.Context) (string, string, error) {
+	r.env.note(r.id, "prompt")
+	return r.Rollout.Prompt(ctx)
+}
+func (r *idleRollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict, error) {
+	r.env.note(r.id, "verify")
+	return r.Rollout.Verify(ctx, timedOut)
+}
+
+type idleAgent struct {
+	schedulertest.Agent
+	env *idleEnv
+}
+
+func (a *idleAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
+	a.env.note(in.RolloutID, "agent")
+	return a.Agent.Run(ctx, in)
+}
+
+// The environment hears that a rollout waits before its sandbox starts and
+// before its agent runs, the long waits of a rollout, and at no other time.
+func TestRunnerIdlesWhileWaiting(t *testing.T) {
+	env := &idleEnv{log: map[string][]string{}}
+	r, _ := schedulertest.NewRunner(t, env, &schedulertest.Backend{}, &idleAgent{env: env}, scheduler.Config{RunID: "r", Concurrency: 2})
+	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "a"}, {ID: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "spec idle bind setup prompt idle agent verify"
+	for _, id := range []string{"a#0", "b#0"} {
+		if got := strings.Join(env.log[id], " "); got != want {
+			t.Errorf("%s: %s, want %s", id, got, want)
+		}
+	}
+}
+
 // taskEnv gives each rollout a sandbox spec and a verdict of its own.
 type taskEnv struct {
 	spec    sandbox.Spec

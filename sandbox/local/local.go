@@ -2,7 +2,10 @@
 // is for development and for plugins whose tasks need no image: it is NOT
 // isolated (commands see the host's files, network and users), and it says
 // so once per process. Commands run in the same persistent shell as the
-// docker backend, with the same process-group kill on timeout.
+// docker backend, with the same process-group kill on timeout. Close kills
+// everything a sandbox started through its cgroup where proctor can make
+// one, else through the process groups of its shell (cgroup.go), so its
+// cost does not grow with the processes on the host.
 //
 // Paths: the shell starts in the sandbox's workdir, ROOT/work joined with
 // Spec.Workdir (an absolute Workdir such as /app keeps its shape under
@@ -22,11 +25,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/archive"
@@ -34,7 +40,11 @@ import (
 )
 
 // Backend starts local sandboxes.
-type Backend struct{}
+type Backend struct {
+	// ProcessGroups tracks a sandbox's processes by the process groups its
+	// shell started even where a cgroup could be made (see cgroup.go).
+	ProcessGroups bool
+}
 
 var _ sandbox.Backend = Backend{}
 
@@ -42,8 +52,9 @@ var warnOnce sync.Once
 
 // Sandbox is a folder on the host and a persistent bash in it.
 type Sandbox struct {
-	root string // the sandbox's folder
-	work string // the shell's starting folder, under root/work
+	root string  // the sandbox's folder
+	work string  // the shell's starting folder, under root/work
+	cg   *cgroup // nil: the sandbox's processes are tracked by process group
 	cmd  *exec.Cmd
 	sh   *shell.Shell
 
@@ -59,7 +70,7 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 // private folders is refused: the host has neither, and a task that writes
 // its absolute paths (Terminal-Bench's /tests, /logs) would write them on
 // the host.
-func (Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+func (b Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	switch {
 	case spec.Image != "" || len(spec.BuildContext) > 0:
 		name := spec.Image
@@ -78,43 +89,88 @@ func (Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, e
 		return nil, fmt.Errorf("local sandbox: %w", err)
 	}
 	// Join cleans "/app" and "../x" alike to stay under root/work.
-	work := filepath.Join(root, "work", filepath.Join("/", spec.Workdir))
-	state := filepath.Join(root, "state")
-	for _, d := range []string{work, state} {
+	s := &Sandbox{root: root, work: filepath.Join(root, "work", filepath.Join("/", spec.Workdir))}
+	for _, d := range []string{s.work, s.state(), s.home()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			os.RemoveAll(root)
 			return nil, fmt.Errorf("local sandbox: %w", err)
 		}
 	}
-	home := filepath.Join(root, "home")
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		os.RemoveAll(root)
-		return nil, fmt.Errorf("local sandbox: %w", err)
+	if !b.ProcessGroups {
+		s.cg = s.makeCgroup()
 	}
-	cmd := exec.Command("bash", "-c", shell.Bootstrap(), "proctor-shell", state)
-	cmd.Dir = work
-	// The marker lets Close find every process the sandbox started, and
-	// only those, even when a group id has since been reused on the host.
-	cmd.Env = append(baseEnv(home), markerVar+"="+root)
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	err = s.startShell(spec)
+	if err != nil && s.cg != nil {
+		s.cg.remove(context.WithoutCancel(ctx))
+		s.cg = nil
+		if err = s.startShell(spec); err == nil {
+			// The kernel will not clone into a cgroup (before Linux
+			// 5.7): process groups from now on.
+			slog.Debug("local sandbox: no cgroups: the kernel refuses to start a process in one")
+			disableCgroups()
+		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		os.RemoveAll(root)
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(root)
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		os.RemoveAll(root)
 		return nil, fmt.Errorf("local sandbox: start bash: %w", err)
 	}
-	s := &Sandbox{root: root, work: work, cmd: cmd}
+	return s, nil
+}
+
+func (s *Sandbox) state() string { return filepath.Join(s.root, "state") }
+func (s *Sandbox) home() string  { return filepath.Join(s.root, "home") }
+
+// makeCgroup makes the sandbox's cgroup and names it in the sandbox's
+// folder, or returns nil where this process cannot make one.
+func (s *Sandbox) makeCgroup() *cgroup {
+	parent := cgroupParent()
+	if parent == "" {
+		return nil
+	}
+	cg, err := newCgroup(parent, filepath.Base(s.root))
+	if err != nil {
+		slog.Debug("local sandbox: no cgroup", "parent", parent, "err", err)
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(s.root, cgroupFile), []byte(cg.dir+"\n"), 0o644); err != nil {
+		cg.remove(context.Background())
+		return nil
+	}
+	return cg
+}
+
+// startShell starts the sandbox's bash, in its cgroup when it has one.
+func (s *Sandbox) startShell(spec sandbox.Spec) error {
+	cmd := exec.Command("bash", "-c", shell.Bootstrap(), "proctor-shell", s.state())
+	cmd.Dir = s.work
+	// The marker lets Prune find every process of a sandbox that a killed
+	// proctor left behind, also outside any cgroup.
+	cmd.Env = append(baseEnv(s.home()), markerVar+"="+s.root)
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	// A session of its own: no controlling terminal of proctor's, and
+	// a session id that tells the sandbox's process groups from others.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if s.cg != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(s.cg.fd.Fd())
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if s.cg != nil {
+		s.cg.release()
+	}
+	s.cmd = cmd
 	s.sh = shell.New(shell.Transport{
 		Stdin:  stdin,
 		Stdout: stdout,
@@ -122,8 +178,8 @@ func (Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, e
 			return syscall.Kill(-pgid, syscall.SIGKILL)
 		},
 		Close: func() error { return cmd.Process.Kill() },
-	}, state)
-	return s, nil
+	}, s.state())
+	return nil
 }
 
 // Root is the sandbox's folder on the host.
@@ -269,17 +325,50 @@ func (s *Sandbox) Download(ctx context.Context, p string) (io.ReadCloser, error)
 }
 
 // Close kills every process the sandbox started and removes its folder.
+// With a cgroup that is every process, also those that left their process
+// group; without one, it is the process groups of the shell and of each
+// command, and a process that made a group or session of its own (setsid)
+// lives on until a prune finds it by its marker.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.done.Store(true)
-		for _, g := range s.groups() {
-			_ = syscall.Kill(-g, syscall.SIGKILL)
+		var errs []error
+		if s.cg == nil {
+			for _, g := range s.groups() {
+				_ = syscall.Kill(-g, syscall.SIGKILL)
+			}
+		} else if err := killCgroup(s.cg.dir); err != nil {
+			errs = append(errs, fmt.Errorf("local sandbox: %w", err))
 		}
 		_ = s.sh.Close()
 		_ = s.cmd.Wait()
-		s.closeErr = os.RemoveAll(s.root)
+		if s.cg != nil {
+			errs = append(errs, s.cg.remove(ctx))
+		}
+		errs = append(errs, os.RemoveAll(s.root))
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// groups returns the process groups to kill when the sandbox has no
+// cgroup: the shell's, and each command's (what a command starts in the
+// background stays in its group unless it asks for another) that is still
+// the sandbox's. A group whose leader lives in another session has an id
+// the host reused; one whose leader is gone keeps its id as long as one of
+// its members lives, and is killed.
+func (s *Sandbox) groups() []int {
+	sid := s.cmd.Process.Pid // the shell leads a session of its own
+	out := []int{sid}
+	for _, g := range s.sh.Groups() {
+		if g <= 1 || slices.Contains(out, g) {
+			continue
+		}
+		if got, err := unix.Getsid(g); err == nil && got == sid || errors.Is(err, syscall.ESRCH) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // markerVar is set in the environment of a local sandbox's shell.
@@ -304,9 +393,9 @@ func safeLabel(s string) string {
 }
 
 // Prune removes what killed runs left behind: the folders of local
-// sandboxes (of one run when runID is set) and every process started in
-// them, including those that left their process group. It returns how many
-// sandboxes it removed.
+// sandboxes (of one run when runID is set), their cgroups, and every
+// process started in them, including those that left their process group.
+// It returns how many sandboxes it removed.
 func (Backend) Prune(ctx context.Context, runID string) (int, error) {
 	pattern := prefix + "*"
 	if runID != "" {
@@ -317,14 +406,24 @@ func (Backend) Prune(ctx context.Context, runID string) (int, error) {
 		return 0, err
 	}
 	var errs []error
-	n := 0
+	var left []string
 	for _, root := range roots {
 		if st, err := os.Stat(filepath.Join(root, "state")); err != nil || !st.IsDir() {
 			continue // not a sandbox's folder
 		}
-		for _, pid := range markedProcesses(root) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if cg := recordedCgroup(root); cg != "" {
+			if err := removeCgroup(ctx, cg); err != nil {
+				errs = append(errs, err)
+			}
 		}
+		left = append(left, root)
+	}
+	// Processes of sandboxes without a cgroup, or that left it.
+	for _, pid := range markedProcesses(left) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	n := 0
+	for _, root := range left {
 		if err := os.RemoveAll(root); err != nil {
 			errs = append(errs, err)
 			continue
@@ -334,14 +433,21 @@ func (Backend) Prune(ctx context.Context, runID string) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// markedProcesses lists the processes whose initial environment carries a
-// sandbox's marker.
-func markedProcesses(root string) []int {
+// markedProcesses lists the processes whose initial environment carries
+// the marker of one of the sandboxes' folders roots, in one pass over
+// /proc.
+func markedProcesses(roots []string) []int {
+	if len(roots) == 0 {
+		return nil
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	marker := []byte("\x00" + markerVar + "=" + root + "\x00")
+	markers := make([][]byte, len(roots))
+	for i, root := range roots {
+		markers[i] = []byte("\x00" + markerVar + "=" + root + "\x00")
+	}
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -349,53 +455,16 @@ func markedProcesses(root string) []int {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err == nil && bytes.Contains(append([]byte{0}, env...), marker) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// groups returns the process groups that still hold a process of this
-// sandbox: every process whose initial environment carries the marker.
-// Group ids recorded long ago are not trusted: the host may have reused
-// them for an unrelated process.
-func (s *Sandbox) groups() []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	marker := []byte("\x00" + markerVar + "=" + s.root + "\x00")
-	own := syscall.Getpgrp()
-	seen := map[int]bool{}
-	var out []int
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
-		// Fields after the command name, which may hold spaces: state ppid pgrp.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
+		env = append([]byte{0}, env...)
+		for _, m := range markers {
+			if bytes.Contains(env, m) {
+				out = append(out, pid)
+				break
+			}
 		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 {
-			continue
-		}
-		pgrp, err := strconv.Atoi(f[2])
-		if err != nil || pgrp < 2 || pgrp == own || seen[pgrp] {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), marker) {
-			continue
-		}
-		seen[pgrp] = true
-		out = append(out, pgrp)
 	}
 	return out
 }

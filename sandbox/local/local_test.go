@@ -2,13 +2,18 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 func TestConformance(t *testing.T) {
@@ -47,33 +52,99 @@ func TestWorkdirAndRelativePaths(t *testing.T) {
 	}
 }
 
+func TestConformanceProcessGroups(t *testing.T) {
+	sandboxtest.Run(t, sandboxtest.Caps{}, func(t *testing.T) sandbox.Sandbox {
+		sb, err := Backend{ProcessGroups: true}.Start(context.Background(), sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Close(context.Background()) })
+		return sb
+	})
+}
+
+// pids runs cmd, which prints process ids, and returns them.
+func pids(t *testing.T, sb sandbox.Sandbox, cmd string) []string {
+	t.Helper()
+	r, err := sb.Exec(context.Background(), cmd, sandbox.ExecOptions{})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("%s: %+v %v", cmd, r, err)
+	}
+	return strings.Fields(r.Stdout)
+}
+
+// awaitGone fails unless every process in pids ends within a while.
+func awaitGone(t *testing.T, pids []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for {
+			b, err := os.ReadFile("/proc/" + pid + "/stat")
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %s survived: %s", pid, b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// requireCgroups skips where this process cannot make cgroups; proctor's
+// test machines can (root, a cgroup2 mount).
+func requireCgroups(t *testing.T, sb sandbox.Sandbox) {
+	t.Helper()
+	if sb.(*Sandbox).cg == nil {
+		t.Skip("no writable cgroup2 here: the sandbox tracks process groups")
+	}
+}
+
+// In its cgroup, Close finds what left the command's group (setsid), and
+// what dropped the environment marker the old /proc scan looked for.
 func TestCloseKillsEveryProcess(t *testing.T) {
 	ctx := context.Background()
-	b, err := Backend{}.Start(ctx, sandbox.Spec{})
+	sb, err := Backend{}.Start(ctx, sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := b.(*Sandbox)
-	// One child leaves the command's group with setsid.
-	if _, err := sb.Exec(ctx, "sleep 321 & setsid sleep 322 & echo ok", sandbox.ExecOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if g := sb.groups(); len(g) < 2 {
-		t.Fatalf("want the shell's and the commands' groups, found %v", g)
-	}
+	requireCgroups(t, sb)
+	left := pids(t, sb, `sleep 321 & a=$!
+setsid sleep 322 </dev/null >/dev/null 2>&1 & b=$!
+env -i setsid sleep 323 </dev/null >/dev/null 2>&1 & c=$!
+echo $a $b $c`)
+	dir := sb.(*Sandbox).cg.dir
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(sb.groups()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	awaitGone(t, left)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s left: %v", dir, err)
 	}
-	if g := sb.groups(); len(g) > 0 {
-		t.Fatalf("processes left after Close in groups %v", g)
-	}
-	if _, err := os.Stat(sb.Root()); !os.IsNotExist(err) {
+	if _, err := os.Stat(sb.(*Sandbox).Root()); !os.IsNotExist(err) {
 		t.Fatalf("sandbox folder left: %v", err)
 	}
+}
+
+// Without a cgroup, Close kills the process groups of the shell and of
+// its commands: also a group whose command ended and left a child behind
+// without the environment marker, which the old /proc scan missed.
+func TestCloseKillsProcessGroups(t *testing.T) {
+	ctx := context.Background()
+	sb, err := Backend{ProcessGroups: true}.Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.(*Sandbox).cg != nil {
+		t.Fatal("a cgroup although ProcessGroups is set")
+	}
+	left := pids(t, sb, "sleep 331 </dev/null >/dev/null 2>&1 & echo $!")
+	left = append(left, pids(t, sb, "env -i sleep 332 </dev/null >/dev/null 2>&1 & echo $!")...)
+	left = append(left, pids(t, sb, "echo $$")...) // the controller
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, left)
 }
 
 // A local sandbox inherits none of proctor's environment: the model's API
@@ -136,38 +207,149 @@ func TestRefusesWhatItCannotContain(t *testing.T) {
 }
 
 // After a SIGKILL of proctor, a resume prunes the run's folders and every
-// process started in them, also those that left their group.
+// process started in them, also those that left their group, and their
+// cgroups.
 func TestPruneLeftovers(t *testing.T) {
+	for _, b := range []Backend{{}, {ProcessGroups: true}} {
+		t.Run(fmt.Sprintf("ProcessGroups=%v", b.ProcessGroups), func(t *testing.T) {
+			ctx := context.Background()
+			run := "prune-test-" + strings.ReplaceAll(t.Name(), "/", "_")
+			sb, err := b.Start(ctx, sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(ctx)
+			root := sb.(*Sandbox).Root()
+			left := pids(t, sb, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!")
+			var cg string
+			if c := sb.(*Sandbox).cg; c != nil {
+				cg = c.dir
+				// Only the cgroup knows this one.
+				left = append(left, pids(t, sb, "env -i setsid sleep 301 >/dev/null 2>&1 < /dev/null & echo $!")...)
+			}
+			// As if proctor died: nothing closes the sandbox.
+			n, err := Backend{}.Prune(ctx, run)
+			if err != nil || n != 1 {
+				t.Fatalf("prune: %d, %v", n, err)
+			}
+			if _, err := os.Stat(root); err == nil {
+				t.Errorf("%s survived the prune", root)
+			}
+			awaitGone(t, left)
+			if cg != "" {
+				if _, err := os.Stat(cg); !os.IsNotExist(err) {
+					t.Errorf("cgroup %s survived the prune: %v", cg, err)
+				}
+			}
+		})
+	}
+}
+
+// The file naming a sandbox's cgroup is in reach of the sandbox: a prune
+// kills only a cgroup named as the sandbox's folder, never one the file
+// was pointed at.
+func TestPruneIgnoresForgedCgroup(t *testing.T) {
 	ctx := context.Background()
-	run := "prune-test-" + strings.ReplaceAll(t.Name(), "/", "_")
+	run := "prune-forged-" + strings.ReplaceAll(t.Name(), "/", "_")
 	sb, err := Backend{}.Start(ctx, sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := sb.(*Sandbox).Root()
-	r, err := sb.Exec(ctx, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!", sandbox.ExecOptions{})
+	defer sb.Close(ctx)
+	requireCgroups(t, sb)
+	victim, err := newCgroup(cgroupParent(), "proctor-test-victim-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := strings.TrimSpace(r.Stdout)
-	// As if proctor died: nothing closes the sandbox.
-	n, err := Backend{}.Prune(ctx, run)
-	if err != nil || n != 1 {
-		t.Fatalf("prune: %d, %v", n, err)
+	defer victim.remove(ctx)
+	cmd := exec.Command("sleep", "302")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(victim.fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(root); err == nil {
-		t.Errorf("%s survived the prune", root)
+	defer cmd.Process.Kill()
+	root := sb.(*Sandbox).Root()
+	if _, err := sb.Exec(ctx, "printf %s "+shell.Quote(victim.dir)+" > "+shell.Quote(root+"/"+cgroupFile), sandbox.ExecOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			break
+	if _, err := (Backend{}).Prune(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the prune killed a process of a cgroup the sandbox named: %v", err)
+	}
+	if _, err := os.Stat(victim.dir); err != nil {
+		t.Fatalf("the prune removed %s: %v", victim.dir, err)
+	}
+}
+
+// Before Linux 5.14 there is no cgroup.kill: the cgroup is frozen and each
+// process killed, the children a process forks included.
+func TestKillEach(t *testing.T) {
+	parent := cgroupParent()
+	if parent == "" {
+		t.Skip("no writable cgroup2 here")
+	}
+	cg, err := newCgroup(parent, "proctor-test-killeach-"+strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.remove(context.Background())
+	cmd := exec.Command("bash", "-c", "sleep 341 & sleep 342 & echo $!; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.fd.Fd())}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var child string
+	if _, err := fmt.Fscan(out, &child); err != nil {
+		t.Fatal(err)
+	}
+	if err := killEach(cg.dir); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	awaitGone(t, []string{child, strconv.Itoa(cmd.Process.Pid)})
+	if err := awaitEmpty(context.Background(), cg.dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkCloseAmong: starting, using and closing one sandbox while
+// others live, as at many rollouts in flight. The cost of a Close must not
+// grow with the processes on the host.
+func BenchmarkCloseAmong(b *testing.B) {
+	for _, others := range []int{0, 200} {
+		for _, be := range []Backend{{}, {ProcessGroups: true}} {
+			b.Run(fmt.Sprintf("others=%d/ProcessGroups=%v", others, be.ProcessGroups), func(b *testing.B) {
+				ctx := context.Background()
+				for range others {
+					sb, err := be.Start(ctx, sandbox.Spec{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer sb.Close(ctx)
+				}
+				var closing time.Duration
+				for b.Loop() {
+					sb, err := be.Start(ctx, sandbox.Spec{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := sb.Exec(ctx, "sleep 60 & true", sandbox.ExecOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					t0 := time.Now()
+					if err := sb.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+					closing += time.Since(t0)
+				}
+				b.ReportMetric(float64(closing.Microseconds())/1e3/float64(b.N), "close-ms")
+			})
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the setsid sleep %s survived the prune", pid)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	sb.Close(ctx)
 }

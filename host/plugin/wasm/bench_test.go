@@ -3,7 +3,9 @@ package wasm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -47,9 +49,13 @@ func BenchmarkLoadCold(b *testing.B) {
 	}
 }
 
-func benchPlugin(b *testing.B) (*Plugin, func()) {
+func benchPlugin(b *testing.B) (*Plugin, func()) { return benchPluginOn(b, Config{}) }
+
+// benchPluginOn is benchPlugin on a runtime made with cfg.
+func benchPluginOn(b *testing.B, cfg Config) (*Plugin, func()) {
 	ctx := context.Background()
-	r, _ := NewRuntime(ctx, Config{CacheDir: b.TempDir()})
+	cfg.CacheDir = b.TempDir()
+	r, _ := NewRuntime(ctx, cfg)
 	p, err := r.LoadFile(ctx, wasmtest.Build(b, "./plugins/example"))
 	if err != nil {
 		b.Fatal(err)
@@ -135,5 +141,102 @@ func BenchmarkTrivialHookWithOp(b *testing.B) {
 		if _, err := inst.CallRaw(ctx, "exec", []byte("{}")); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkInstanceMemory: what one example plugin instance of a rollout
+// costs the host once it answered the hooks before the agent (sandbox
+// spec, setup, prompt): whole, and parked as the scheduler parks it while
+// the agent works. 200 instances at once, as many rollouts in flight.
+func BenchmarkInstanceMemory(b *testing.B) {
+	for _, parked := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parked=%v", parked), func(b *testing.B) {
+			ctx := context.Background()
+			const n = 200
+			// All whole unless parked here: the runtime would park those
+			// past its resident instances on its own.
+			p, done := benchPluginOn(b, Config{ResidentInstances: n})
+			defer done()
+			req, _ := json.Marshal(abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}})
+			var perInstance float64
+			for b.Loop() {
+				debug.FreeOSMemory()
+				before := rss(b)
+				insts := make([]*Instance, n)
+				for k := range insts {
+					inst, err := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(map[string][]byte{})})
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, h := range []string{abi.HookSandbox, abi.HookSetup, abi.HookPrompt} {
+						if _, err := inst.CallRaw(ctx, h, req); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if parked && !inst.Park(ctx) {
+						b.Fatal("not parked")
+					}
+					insts[k] = inst
+				}
+				debug.FreeOSMemory()
+				perInstance = float64(rss(b)-before) / n
+				for _, inst := range insts {
+					inst.Close(ctx)
+				}
+			}
+			b.ReportMetric(perInstance/1e6, "MB/instance")
+		})
+	}
+}
+
+// BenchmarkParkUnpark: parking an instance after a hook and re-creating
+// it for the next; minus BenchmarkHookCall, what a park costs.
+func BenchmarkParkUnpark(b *testing.B) {
+	ctx := context.Background()
+	p, done := benchPlugin(b)
+	defer done()
+	inst, _ := p.Instantiate(ctx, InstanceConfig{})
+	req, _ := json.Marshal(abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}})
+	for b.Loop() {
+		if !inst.Park(ctx) {
+			b.Fatal("not parked")
+		}
+		if _, err := inst.CallRaw(ctx, abi.HookPrompt, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRolloutHooks: an example plugin instance through a rollout's
+// hooks, whole, and parked where the scheduler parks it (before the
+// sandbox starts and while the agent works): the difference is what
+// parking costs a rollout.
+func BenchmarkRolloutHooks(b *testing.B) {
+	for _, park := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parked=%v", park), func(b *testing.B) {
+			ctx := context.Background()
+			p, done := benchPlugin(b)
+			defer done()
+			files := map[string][]byte{"answer.txt": []byte("b")}
+			req, _ := json.Marshal(abi.VerifyRequest{RolloutRequest: abi.RolloutRequest{Task: abi.Task{ID: "a", Data: json.RawMessage(`{"id":"a","text":"b"}`)}}})
+			for b.Loop() {
+				inst, err := p.Instantiate(ctx, InstanceConfig{Ops: fakeOps(files)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, h := range []string{abi.HookSandbox, "park", abi.HookSetup, abi.HookPrompt, "park", abi.HookVerify, abi.HookTeardown} {
+					if h == "park" {
+						if park && !inst.Park(ctx) {
+							b.Fatal("not parked")
+						}
+						continue
+					}
+					if _, err := inst.CallRaw(ctx, h, req); err != nil && h != abi.HookTeardown {
+						b.Fatal(err)
+					}
+				}
+				inst.Close(ctx)
+			}
+		})
 	}
 }

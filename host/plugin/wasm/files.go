@@ -10,7 +10,11 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -217,6 +221,44 @@ type dir struct {
 	info    entry
 	entries []fs.DirEntry
 	next    int
+}
+
+// instanceFiles is one instance's view of its plugin's files. It counts
+// the files the plugin holds open, which a parked instance would lose.
+// wazero's own handle on the root, which it opens when first used, is not
+// the plugin's: wazero opens it with no permission bits, and every file
+// the plugin opens (path_open) with 0o600.
+type instanceFiles struct {
+	experimentalsys.FS
+	open atomic.Int64
+}
+
+func newInstanceFiles(f *filesFS) *instanceFiles {
+	return &instanceFiles{FS: &sysfs.AdaptFS{FS: f}}
+}
+
+// OpenFile implements experimentalsys.FS.
+func (t *instanceFiles) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	f, errno := t.FS.OpenFile(path, flag, perm)
+	if errno != 0 || perm == 0 {
+		return f, errno
+	}
+	t.open.Add(1)
+	return &openFile{File: f, open: &t.open}, 0
+}
+
+// openFile is a file the plugin opened; its Close counts once.
+type openFile struct {
+	experimentalsys.File
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (f *openFile) Close() experimentalsys.Errno {
+	if !f.closed.Swap(true) {
+		f.open.Add(-1)
+	}
+	return f.File.Close()
 }
 
 // ReadDir implements fs.ReadDirFile.

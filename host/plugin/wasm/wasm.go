@@ -11,6 +11,13 @@
 // the plugin and the hook; the host and every other instance go on.
 // Plugins get no WASI environment, arguments or network, and no files but
 // the read-only ones they carry themselves (abi.FilesSection).
+//
+// Memory, at a thousand rollouts in flight: a module's code is checked and
+// rewritten before it is compiled (module.go); an instance's linear memory
+// is a reserved mapping whose untouched pages cost nothing (memory.go);
+// and an instance that waits while its rollout's agent works can be
+// parked, kept as the few bytes that differ from a fresh one, and
+// re-created exactly at its next call (park.go).
 package wasm
 
 import (
@@ -21,18 +28,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/proctor-dev/proctor/sdk/abi"
@@ -44,13 +55,26 @@ type Config struct {
 	MemoryLimitMiB int           // per instance; default 256
 	HookTimeout    time.Duration // per hook call; default 2m
 	MaxOutput      int           // bytes of a hook's output or an operation's request; default 64 MiB
-	Log            *slog.Logger
+	// ResidentInstances is how many instances stay whole between their
+	// calls; past it, an instance is parked as soon as its call returns.
+	// Default 4 × GOMAXPROCS, at least 64.
+	ResidentInstances int
+	// StartingInstances is how many instances start at once (the rest
+	// wait their turn). Default 4 × GOMAXPROCS.
+	StartingInstances int
+	Log               *slog.Logger
 }
 
 // Runtime compiles and runs plugins. It is safe for concurrent use.
 type Runtime struct {
-	rt  wazero.Runtime
-	cfg Config
+	rt    wazero.Runtime
+	cfg   Config
+	whole atomic.Int64 // instances with a module: not parked, not closed
+	peak  atomic.Int64 // the most instances whole at once
+	// starting admits instantiations: starting one is CPU work, so more
+	// at once only keeps more instances whole (a burst of rollouts
+	// starting together) without starting any sooner.
+	starting chan struct{}
 }
 
 // Sentinel errors; a *PluginError matches one of them with errors.Is.
@@ -104,6 +128,12 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 64 << 20
 	}
+	if cfg.ResidentInstances <= 0 {
+		cfg.ResidentInstances = max(64, 4*runtime.GOMAXPROCS(0))
+	}
+	if cfg.StartingInstances <= 0 {
+		cfg.StartingInstances = 4 * runtime.GOMAXPROCS(0)
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -120,7 +150,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 			cfg.Log.Warn("wasm compilation cache unavailable", "dir", cfg.CacheDir, "err", err)
 		}
 	}
-	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), cfg: cfg}
+	r := &Runtime{rt: wazero.NewRuntimeWithConfig(ctx, rc), cfg: cfg, starting: make(chan struct{}, cfg.StartingInstances)}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
 		return nil, err
 	}
@@ -151,8 +181,10 @@ type Plugin struct {
 	name     string
 	sha      string
 	compiled wazero.CompiledModule
-	files    fs.FS     // the plugin's own read-only files; nil when it has none
+	files    *filesFS  // the plugin's own read-only files; nil when it has none
 	image    *memImage // the memory every instance starts from; nil: a fresh one
+	info     moduleInfo
+	base     *parkBase // nil: instances cannot be parked
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
@@ -190,6 +222,9 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 			return nil, perr(ErrNotWasm, err)
 		}
 	}
+	if code, p.info, err = prepare(code); err != nil {
+		return nil, perr(ErrNotWasm, fmt.Errorf("malformed module: %w", err))
+	}
 	compiled, err := r.rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, perr(ErrNotWasm, fmt.Errorf("compile: %w", err))
@@ -205,6 +240,14 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, err
 	}
 	defer inst.Close(ctx)
+	if p.info.unparkable == "" {
+		if p.base, err = p.newParkBase(ctx, inst); err != nil {
+			p.info.unparkable = err.Error()
+		}
+	}
+	if p.info.unparkable != "" {
+		r.cfg.Log.Debug("plugin instances stay whole while they wait", "plugin", name, "reason", p.info.unparkable)
+	}
 	if err := inst.Call(ctx, abi.HookDescribe, abi.Empty{}, &p.manifest); err != nil {
 		compiled.Close(ctx)
 		return nil, err
@@ -343,13 +386,73 @@ type InstanceConfig struct {
 // Instance is one plugin instance, for one rollout. Calls are serialised.
 type Instance struct {
 	p      *Plugin
-	mod    api.Module
+	env    *instanceEnv
+	mod    api.Module // nil while parked
 	handle api.Function
 	ops    map[string]Op
 	log    *slog.Logger
 
 	mu     sync.Mutex
 	broken error
+	parked *parkedState
+}
+
+// instanceEnv is the host side of one instance, the same objects for as
+// long as the instance lives, also across a park.
+type instanceEnv struct {
+	rand      io.Reader
+	out, errw *logWriter
+	files     *instanceFiles // nil: the plugin has no files
+	clock     *stepClock     // nil: the host's clocks
+}
+
+// newInstanceEnv makes the host side of an instance seeded with seed.
+func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
+	var key [32]byte
+	for i := range 4 {
+		v := seed + uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	env := &instanceEnv{
+		rand: rand.NewChaCha8(key),
+		out:  &logWriter{log: log, stream: "stdout", left: 64 << 10},
+		errw: &logWriter{log: log, stream: "stderr", left: 64 << 10},
+	}
+	if p.files != nil {
+		env.files = newInstanceFiles(p.files)
+	}
+	return env
+}
+
+// filesOpen reports whether the plugin holds one of its files open.
+func (e *instanceEnv) filesOpen() bool {
+	return e.files != nil && e.files.open.Load() != 0
+}
+
+// newModule instantiates the plugin's module on env, running its start
+// function when start is set.
+func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (api.Module, error) {
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions().
+		WithRandSource(env.rand).
+		WithSysNanosleep().
+		WithStdout(env.out).
+		WithStderr(env.errw)
+	if env.clock != nil {
+		mc = mc.WithWalltime(env.clock.walltime, stepClockTick).WithNanotime(env.clock.nanotime, stepClockTick)
+	} else {
+		mc = mc.WithSysWalltime().WithSysNanotime()
+	}
+	if start {
+		mc = mc.WithStartFunctions("_initialize")
+	}
+	if env.files != nil {
+		mc = mc.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(env.files, "/"))
+	}
+	return p.r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, memoryAllocator), p.compiled, mc)
 }
 
 // Instantiate makes a fresh instance for one rollout.
@@ -360,7 +463,36 @@ func (p *Plugin) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if p.allowed == nil && len(p.manifest.Capabilities) > 0 {
 		return nil, &PluginError{Plugin: p.name, Kind: ErrDenied, Err: errors.New("capabilities not checked: call Grant before Instantiate")}
 	}
-	return p.instantiate(ctx, cfg, p.allowed, false)
+	select {
+	case p.r.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTimeout, Err: ctx.Err()}
+	}
+	defer func() { <-p.r.starting }()
+	inst, err := p.instantiate(ctx, cfg, p.allowed, false)
+	if err == nil {
+		inst.relieve(ctx)
+	}
+	return inst, err
+}
+
+// wholeAdd counts one more instance whole.
+func (r *Runtime) wholeAdd() {
+	n := r.whole.Add(1)
+	for {
+		p := r.peak.Load()
+		if n <= p || r.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// relieve parks the instance when more are whole than the runtime keeps
+// (a burst of rollouts starting): it waits for its next call parked.
+func (i *Instance) relieve(ctx context.Context) {
+	if i.p.r.whole.Load() > int64(i.p.r.cfg.ResidentInstances) {
+		i.Park(ctx)
+	}
 }
 
 // instantiate makes an instance; fresh leaves out the memory image.
@@ -376,32 +508,11 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			ops[name] = op
 		}
 	}
-	var seed [32]byte
-	for i := range 4 {
-		v := cfg.Seed + uint64(i)*0x9e3779b97f4a7c15
-		for j := range 8 {
-			seed[i*8+j] = byte(v >> (8 * j))
-		}
-	}
-	out := &logWriter{log: log, stream: "stdout", left: 64 << 10}
-	errw := &logWriter{log: log, stream: "stderr", left: 64 << 10}
-	mc := wazero.NewModuleConfig().
-		WithName("").
-		WithStartFunctions("_initialize").
-		WithRandSource(rand.NewChaCha8(seed)).
-		WithSysNanosleep().
-		WithStdout(out).
-		WithStderr(errw)
+	env := newInstanceEnv(p, cfg.Seed, log)
 	if cfg.clock != 0 {
-		c := &stepClock{now: cfg.clock}
-		mc = mc.WithWalltime(c.walltime, stepClockTick).WithNanotime(c.nanotime, stepClockTick)
-	} else {
-		mc = mc.WithSysWalltime().WithSysNanotime()
+		env.clock = &stepClock{now: cfg.clock}
 	}
-	if p.files != nil {
-		mc = mc.WithFSConfig(wazero.NewFSConfig().WithFSMount(p.files, "/"))
-	}
-	mod, err := p.r.rt.InstantiateModule(ctx, p.compiled, mc)
+	mod, err := p.newModule(ctx, env, true)
 	if err != nil {
 		return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 	}
@@ -411,7 +522,8 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 			return nil, &PluginError{Plugin: p.name, Hook: "_initialize", Kind: ErrTrap, Err: err}
 		}
 	}
-	return &Instance{p: p, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
+	p.r.wholeAdd()
+	return &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
 }
 
 // Close discards the instance.
@@ -421,7 +533,20 @@ func (i *Instance) Close(ctx context.Context) error {
 	if i.broken == nil {
 		i.broken = errors.New("instance closed")
 	}
-	return i.mod.Close(context.WithoutCancel(ctx))
+	i.parked = nil
+	return i.dropModule(ctx)
+}
+
+// dropModule closes the instance's module, if it has one. The caller
+// holds i.mu.
+func (i *Instance) dropModule(ctx context.Context) error {
+	if i.mod == nil {
+		return nil
+	}
+	err := i.mod.Close(context.WithoutCancel(ctx))
+	i.mod, i.handle = nil, nil
+	i.p.r.whole.Add(-1)
+	return err
 }
 
 // Call runs one hook with in encoded as JSON and decodes the result into
@@ -438,7 +563,9 @@ func (i *Instance) Call(ctx context.Context, hook string, in, out any) error {
 	}
 	if out != nil {
 		if err := json.Unmarshal(res, out); err != nil {
+			i.mu.Lock()
 			i.discard()
+			i.mu.Unlock()
 			return &PluginError{Plugin: i.p.name, Hook: hook, Kind: ErrBadOutput, Err: fmt.Errorf("hook output is not the expected JSON: %v", err)}
 		}
 	}
@@ -468,13 +595,19 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	if i.broken != nil {
 		return nil, perr(ErrTrap, fmt.Errorf("instance unusable: %w", i.broken))
 	}
+	if i.parked != nil {
+		if err := i.unpark(ctx); err != nil {
+			i.broken = err
+			return nil, perr(ErrTrap, fmt.Errorf("re-create the parked instance: %w", err))
+		}
+	}
 	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
 	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
 	defer cancel()
 	res, err := i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
 	if err != nil {
 		i.broken = err
-		i.mod.Close(context.WithoutCancel(ctx))
+		i.dropModule(ctx)
 		switch {
 		case hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
 			return nil, perr(ErrTimeout, fmt.Errorf("no answer within %s: %w", i.p.r.cfg.HookTimeout, context.DeadlineExceeded))
@@ -491,6 +624,10 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	if st.outErr != nil {
 		i.discard()
 		return nil, perr(ErrTooLarge, st.outErr)
+	}
+	if i.p.r.whole.Load() > int64(i.p.r.cfg.ResidentInstances) {
+		// See relieve; i.mu is held.
+		defer i.park(ctx)
 	}
 	status := uint32(res[0])
 	switch status {
@@ -513,9 +650,11 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 	}
 }
 
+// discard drops an instance that answered badly. The caller holds i.mu.
 func (i *Instance) discard() {
 	i.broken = errors.New("discarded after a bad answer")
-	i.mod.Close(context.Background())
+	i.parked = nil
+	i.dropModule(context.Background())
 }
 
 // hostModule defines the proctor_v1 imports once per runtime; each call
