@@ -261,11 +261,22 @@ class Host:
         )
 
     def _read_file(self, r: dict) -> dict:
+        # At most max_bytes from the start (the host's cap when 0 or above
+        # it), and the file's size, as the host answers.
+        limit = r.get("max_bytes") or 0
+        if limit <= 0 or limit > proctor.MAX_READ_FILE:
+            limit = proctor.MAX_READ_FILE
         try:
             with open(self.path(r["path"]), "rb") as f:
-                return {"data": proctor._encode(f.read(), None, "bytes", "data")}
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(limit)
         except FileNotFoundError:
             return {"missing": True}
+        size = max(size, len(data))
+        out = {"data": proctor._encode(data, None, "bytes", "data"), "size": size}
+        if size > len(data):
+            out["truncated"] = True
+        return out
 
     def _write_file(self, r: dict) -> dict:
         p = self.path(r["path"])
