@@ -347,6 +347,9 @@ class Ops:
             data, size = proctor.read_file_head("/work/big", 4)
             whole, wsize = proctor.read_file_head("/work/big")
             return proctor.VerifyResponse(output=f"{data!r} {size} | {whole!r} {wsize} | {proctor.read_file('/work/big')!r}")
+        if step == "logs":
+            res = proctor.exec("mkdir -p /logs/v && echo hi > /logs/v/f && cat /tests/none 2>/dev/null; ls /logs/v")
+            return proctor.VerifyResponse(output=f"{res.stdout.strip()} {proctor.read_file('/logs/v/f').decode().strip()}")
         if step == "huge":
             try:
                 proctor.read_file("/work/huge")
@@ -373,6 +376,11 @@ class TestHarness(unittest.TestCase):
         self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("in", "err\n", 3))
         with open(self.host.path("/work/out.txt")) as f:
             self.assertEqual(f.read(), "hi\n", "absolute paths map under the root")
+
+    def test_exec_rebases_every_top_folder_once(self):
+        # /logs rebased under the root (itself under /tmp) was rebased again
+        # as /tmp: commands wrote where read_file did not look.
+        self.assertEqual(self.verify("logs"), "f hi")
 
     def test_files_and_tar(self):
         self.assertEqual(self.verify("files"), "é yes")
@@ -596,6 +604,51 @@ class TestV11Hooks(unittest.TestCase):
         status, e = call_raw("rollout.sandbox", {"task": {"id": "ok"}})
         self.assertEqual((status, e["class"]), (proctor.STATUS_ERROR, proctor.CLASS_PLUGIN))
         self.assertIn("SandboxSpec has no field 'privat'", e["error"])
+
+
+class Private:
+    """Keeps a note in a private folder from setup to verify, where the host
+    has emptied it."""
+
+    def manifest(self):
+        return proctor.Manifest(name="p", version="1", capabilities=[proctor.OP_EXEC, proctor.OP_READ_FILE, proctor.OP_WRITE_FILE])
+
+    def load_tasks(self, config):
+        return proctor.TasksResponse(tasks=[proctor.Task(id="t")])
+
+    def sandbox(self, r):
+        return proctor.SandboxSpec(private=r.task.data or ["/logs/verifier"])
+
+    def setup(self, r):
+        proctor.write_file("/logs/verifier/note", "from setup")
+
+    def verify(self, r):
+        try:
+            proctor.read_file("/logs/verifier/note")
+            seen = "note kept"
+        except FileNotFoundError:
+            seen = "note gone"
+        res = proctor.exec("echo 1 > /logs/verifier/reward.txt && ls /logs/verifier")
+        return proctor.VerifyResponse(output=f"{seen}; {res.stdout.split()}")
+
+
+class TestEmulatedPrivateFolders(unittest.TestCase):
+    def setUp(self):
+        proctor.register(Private())
+
+    def test_emptied_when_verification_starts(self):
+        with testing.Host() as host:
+            host.call("rollout.sandbox", {"task": {"id": "t"}})
+            self.assertEqual(host.private, ["/logs/verifier"])
+            self.assertEqual(os.listdir(host.path("/logs/verifier")), [])
+            host.call("rollout.setup", {"task": {"id": "t"}})
+            self.assertEqual(host.call("rollout.verify", {"task": {"id": "t"}}).output, "note gone; ['reward.txt']")
+
+    def test_bad_folders_are_refused(self):
+        with testing.Host() as host:
+            for bad in ["logs", "/", "/.."]:
+                with self.assertRaisesRegex(ValueError, "want an absolute folder other than /"):
+                    host.call("rollout.sandbox", {"task": {"id": "t", "data": [bad]}})
 
 
 if __name__ == "__main__":
