@@ -161,7 +161,7 @@ func (v view) readThroughShell(ctx context.Context, p, full string, limit int64)
 		q, n := shell.Quote(full), strconv.FormatInt(limit, 10)
 		var r sandbox.ExecResult
 		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
-			sandbox.ExecOptions{Fresh: true, MaxOutput: int(limit)})
+			sandbox.ExecOptions{Fresh: true, MaxOutput: shell.ReadMaxOutput(limit)})
 		if err == nil {
 			data, size, err = shell.ReadResult(r)
 		}

@@ -68,6 +68,12 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		if !strings.Contains(string(got), "sleep 0.3") {
 			t.Errorf("the uploaded tests were replaced: %q", got)
 		}
+		// A bounded read of a private file still says the whole size,
+		// whatever the limit (the size line once shared it).
+		head, size, err := sb.ReadFile(ctx, "/tests/test.sh", 2)
+		if err != nil || string(head) != "#!" || size != int64(len(got)) {
+			t.Errorf("2 bytes of the tests: %q, size %d, %v; want \"#!\" of %d", head, size, err, len(got))
+		}
 		// The agent's own view still has its forgeries, which nobody reads.
 		// (The forger truncates before it writes: read until it has.)
 		r = run(t, agent, `for i in $(seq 100); do [ "$(cat /logs/verifier/reward.txt)" = 1 ] && { echo 1; break; }; sleep 0.01; done`)

@@ -124,12 +124,17 @@ func (f Files) Get(ctx context.Context, p string) ([]byte, error) {
 
 // Read reads the first limit bytes of a file and its size.
 func (f Files) Read(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
-	r, err := f.Exec(ctx, WardenCommand("read", p, strconv.FormatInt(limit, 10)), sandbox.ExecOptions{Fresh: true, MaxOutput: int(limit)})
+	r, err := f.Exec(ctx, WardenCommand("read", p, strconv.FormatInt(limit, 10)), sandbox.ExecOptions{Fresh: true, MaxOutput: ReadMaxOutput(limit)})
 	if err != nil {
 		return nil, 0, err
 	}
 	return ReadResult(r)
 }
+
+// ReadMaxOutput is the MaxOutput of a command that reads limit bytes to
+// stdout and reports the file's size on stderr: stdout holds no more than
+// limit by itself, and the size line must survive a limit shorter than it.
+func ReadMaxOutput(limit int64) int { return int(max(limit, 64)) }
 
 // StatusError turns the exit status of the warden's put, get and read (or
 // a command that follows their convention) into an error: 3 not found

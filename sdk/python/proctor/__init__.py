@@ -20,7 +20,8 @@ the object's hook methods (``load_tasks``, ``sandbox``, ``setup``,
 ``prompt``, ``oracle``, ``verify``, ``teardown``, ``score``); hooks reach
 the rollout's sandbox and the host with the functions of this module
 (``exec``, ``read_file``, ``write_file``, ``upload``, ``download``,
-``read_dataset``, ``read_all_rows``, ``info``, ``log``, ``reset_sandbox``,
+``read_file_head``, ``read_dataset``, ``read_all_rows``, ``info``, ``log``,
+``reset_sandbox``,
 ``repo_checkout``, ``complete``). Natively, ``proctor.testing`` runs the
 same hooks against an emulated host.
 
@@ -59,12 +60,16 @@ HOOK_ORACLE = "rollout.oracle"
 HOOK_TEARDOWN = "rollout.teardown"
 HOOK_REWARD = "reward.score"
 HOOK_CONFIG = "config.check"
+# Every hook name of this minor version (abi.Hooks).
+HOOKS = (HOOK_DESCRIBE, HOOK_TASKS, HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_VERIFY, HOOK_ORACLE, HOOK_TEARDOWN, HOOK_REWARD, HOOK_CONFIG)
 
 # Error classes (abi.Class*): what the host records a failed hook as. A
 # class the host does not know is recorded as CLASS_PLUGIN.
 CLASS_PLUGIN = "plugin"
 CLASS_SETUP = "setup"
 CLASS_VERIFIER = "verifier"
+# Every error class of this minor version (abi.Classes).
+CLASSES = (CLASS_PLUGIN, CLASS_SETUP, CLASS_VERIFIER)
 
 # Host operations (abi.Op*): what a manifest declares and a run grants.
 OP_EXEC = "sandbox.exec"
@@ -77,12 +82,19 @@ OP_DATASET_READ = "dataset.read"
 OP_HOST_INFO = "host.info"
 OP_REPO_CHECKOUT = "repo.checkout"
 OP_MODEL_COMPLETE = "model.complete"
+# Every host operation of this minor version (abi.Ops).
+OPS = (OP_EXEC, OP_READ_FILE, OP_WRITE_FILE, OP_UPLOAD, OP_DOWNLOAD, OP_RESET, OP_DATASET_READ, OP_HOST_INFO, OP_REPO_CHECKOUT, OP_MODEL_COMPLETE)
+
+# The SandboxSpec.network of a task that needs the internet (abi.NetworkInternet).
+NETWORK_INTERNET = "internet"
+# The most of VerifyResponse.log and OracleResponse.output the host keeps
+# (abi.MaxVerifyLog).
+MAX_VERIFY_LOG = 1 << 20
+# The most one sandbox.read_file answer holds (abi.MaxReadFile).
+MAX_READ_FILE = 16 << 20
 
 # What a host of ABI v1.0, which lists no features, has.
-_V1_0_FEATURES = frozenset(
-    (HOOK_DESCRIBE, HOOK_TASKS, HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_VERIFY, HOOK_ORACLE, HOOK_TEARDOWN, HOOK_REWARD)
-    + (OP_EXEC, OP_READ_FILE, OP_WRITE_FILE, OP_UPLOAD, OP_DOWNLOAD, OP_RESET, OP_DATASET_READ, OP_HOST_INFO, OP_REPO_CHECKOUT, OP_MODEL_COMPLETE)
-)
+_V1_0_FEATURES = frozenset(HOOKS + OPS) - {HOOK_CONFIG}
 
 # Log levels.
 LEVEL_DEBUG = -4
@@ -100,8 +112,9 @@ class Message:
 
     Each subclass lists its fields in ``_fields`` as (name, default, kind),
     where kind says how the JSON value converts: "" as is, "bytes" (base64
-    in JSON), a Message subclass, or a one-element list of one of those
-    for a list. A field's default also gives its type: a str, number, bool,
+    in JSON), "int" (a whole number, for a field whose None default means
+    absent), a Message subclass, or a one-element list of one of those for
+    a list. A field's default also gives its type: a str, number, bool,
     list or dict default takes only that, a None default any JSON value.
     Unknown JSON keys from the host are ignored, as the Go host ignores
     them; unknown keys in what a plugin returns are an error.
@@ -188,6 +201,10 @@ def _encode(value, default, kind, where):
         import base64
 
         return base64.b64encode(bytes(value)).decode("ascii")
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where}: want an int, got {type(value).__name__} {value!r:.60}")
+        return value
     if isinstance(kind, type):
         if isinstance(value, dict):
             value = kind.from_json(value, strict=True)
@@ -232,6 +249,12 @@ def _decode(value, kind, where, strict=False):
             return base64.b64decode(value, validate=True)
         except binascii.Error as e:
             raise ValueError(f"{where}: {e}") from None
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: want a whole number, got {_json_type(value)}")
+        return value
     if isinstance(kind, type):
         return kind.from_json(value, strict)
     return value
@@ -264,7 +287,10 @@ Manifest = _message(
 Task = _message(
     "Task",
     "One task of the environment. data is the plugin's own payload (any JSON value), handed "
-    "back untouched in every rollout hook.",
+    "back untouched in every rollout hook. broken says why the task cannot be run (its "
+    "task.toml does not parse, say): the host lists it as broken, and its rollouts still go "
+    "through the hooks, which fail with the reason, so each is recorded; empty for a runnable "
+    "task.",
     [
         ("id", "", ""),
         ("category", "", ""),
@@ -273,6 +299,7 @@ Task = _message(
         ("agent_timeout_sec", 0, ""),
         ("verify_timeout_sec", 0, ""),
         ("data", None, ""),
+        ("broken", "", ""),
     ],
 )
 
@@ -302,8 +329,16 @@ PromptResponse = _message("PromptResponse", "The agent's prompt.", [("system", "
 SandboxSpec = _message(
     "SandboxSpec",
     "The sandbox a rollout needs: an image, or a build context (a tar, as bytes) with a "
-    "Dockerfile; workdir, env, user, resources, and network (\"none\" or \"host\", which the run "
-    "must allow).",
+    "Dockerfile (used when image is empty or force_build is set); workdir and env; user, the "
+    "user the plugin's commands (the verifier's among them) run as, and agent_user, the one the "
+    "agent's commands run as when it is not user (empty: user); resources: cpus, memory_mb, "
+    "pids_max and disk_mb (what the sandbox may write); build_timeout_sec bounds starting the "
+    "sandbox, building its image included (0 leaves the run's sandbox start timeout); network "
+    "says what the task needs: \"\" or \"none\" no network, NETWORK_INTERNET the internet (the "
+    "run decides how it is given; \"host\" is read as NETWORK_INTERNET). private lists absolute "
+    "folders only the plugin's own operations see: the verifier's tests and its output. Each "
+    "starts empty, is emptied again when verification starts, and is out of reach of everything "
+    "the agent runs; a backend that cannot keep them apart refuses the spec.",
     [
         ("image", "", ""),
         ("build_context", b"", "bytes"),
@@ -312,10 +347,14 @@ SandboxSpec = _message(
         ("workdir", "", ""),
         ("env", {}, ""),
         ("user", "", ""),
+        ("agent_user", "", ""),
         ("cpus", 0, ""),
         ("memory_mb", 0, ""),
         ("pids_max", 0, ""),
+        ("disk_mb", 0, ""),
+        ("build_timeout_sec", 0, ""),
         ("network", "", ""),
+        ("private", [], ""),
     ],
 )
 
@@ -328,18 +367,28 @@ TestResult.__test__ = False  # not a test case, whatever pytest thinks of the na
 
 VerifyResponse = _message(
     "VerifyResponse",
-    "The verdict: reward, passed, named scores, per-test results and the tail of the "
-    "verifier's output.",
+    "The verdict: reward, passed, named scores and per-test results; output is the tail of the "
+    "verifier's output, for humans, log its whole output (at most MAX_VERIFY_LOG bytes: a longer "
+    "one keeps its head and tail), which the host keeps in the run directory, and reward_source "
+    "names where the reward came from (a file, say). reward and every score are finite and "
+    "within ±1e6.",
     [
         ("reward", 0.0, ""),
         ("passed", False, ""),
         ("scores", {}, ""),
         ("tests", [], [TestResult]),
         ("output", "", ""),
+        ("log", "", ""),
+        ("reward_source", "", ""),
     ],
 )
 
-OracleResponse = _message("OracleResponse", "How applying the reference solution went.", [("output", "", "")])
+OracleResponse = _message(
+    "OracleResponse",
+    "How applying the reference solution went: what it printed (at most MAX_VERIFY_LOG bytes) "
+    "and, when it ran to its end, its exit code (None, left out of the JSON, when it did not).",
+    [("output", "", ""), ("exit_code", None, "int")],
+)
 
 RewardRequest = _message(
     "RewardRequest",
@@ -453,6 +502,17 @@ class HostError(Exception):
 class DeniedError(HostError):
     """The host refused an operation the plugin did not declare or the run
     did not grant (status 3)."""
+
+
+class FileTooLargeError(OSError):
+    """A sandbox file larger than what was read of it (the Go SDK's
+    ErrTooLarge): path, its size, and how many bytes came back."""
+
+    def __init__(self, path: str, size: int, read: int):
+        super().__init__(f"read {path}: {size} bytes, more than the {read} read: read it with read_file_head")
+        self.path = path
+        self.size = size
+        self.read = read
 
 
 class ConfigError(ValueError):
@@ -722,15 +782,38 @@ def exec(cmd: str, *, timeout_ms: int = 0, workdir: str = "", env: dict | None =
     return _call(OP_EXEC, req, ExecResponse)
 
 
-_ReadFileResponse = _message("_ReadFileResponse", "", [("data", b"", "bytes"), ("missing", False, "")])
+_ReadFileResponse = _message(
+    "_ReadFileResponse",
+    "",
+    [("data", b"", "bytes"), ("missing", False, ""), ("size", 0, ""), ("truncated", False, "")],
+)
 
 
 def read_file(path: str) -> bytes:
-    """Read a file from the sandbox; a missing file raises FileNotFoundError."""
-    r = _call(OP_READ_FILE, {"path": path}, _ReadFileResponse)
+    """Read a whole file from the sandbox. A missing file raises
+    FileNotFoundError; a file over the host's cap (MAX_READ_FILE, 16 MiB)
+    raises FileTooLargeError: read such files with read_file_head."""
+    data, size = read_file_head(path)
+    if size > len(data):
+        raise FileTooLargeError(path, size, len(data))
+    return data
+
+
+def read_file_head(path: str, max_bytes: int = 0) -> tuple:
+    """Read at most max_bytes of a file from its start (the host's cap,
+    MAX_READ_FILE, when 0) and return (data, size), size being the whole
+    file's: size > len(data) means the rest was left out. A missing file
+    raises FileNotFoundError."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ValueError(f"read_file_head: max_bytes is a whole number of bytes, 0 or more, not {max_bytes!r:.60}")
+    req = {"path": path}
+    if max_bytes:
+        req["max_bytes"] = max_bytes
+    r = _call(OP_READ_FILE, req, _ReadFileResponse)
     if r.missing:
         raise FileNotFoundError(2, "no such file in the sandbox", path)
-    return r.data
+    # A host older than ABI v1.1 sends no size: the data is the file.
+    return r.data, max(r.size, len(r.data))
 
 
 def write_file(path: str, data: bytes | str, mode: int = 0) -> None:

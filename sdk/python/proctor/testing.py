@@ -26,6 +26,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,7 @@ def describe() -> proctor.Manifest:
 # Top-level folders of sandbox paths that exec rewrites under the root,
 # as sdktest does.
 _REBASED = ("/logs", "/tests", "/solution", "/tmp", "/app", "/work", "/testbed", "/srv")
+_REBASE = re.compile("([ (>=])(" + "|".join(map(re.escape, _REBASED)) + ")")
 
 
 class Host:
@@ -130,6 +132,10 @@ class Host:
         empty root to fill as the sandbox's image would be (None refuses it)
       grants: the operations the run grants (default: all the manifest declares)
       info: the proctor.HostInfo host.info answers
+      private: the sandbox's private folders; call("rollout.sandbox") sets
+        it from the spec's private, and, as the host does, each starts empty
+        and is emptied again when call("rollout.verify") starts (the
+        emulator has no agent to keep out of them)
     and reads: calls (the operations made, in order), logs ((level, message)).
     """
 
@@ -150,6 +156,7 @@ class Host:
         )
         self.calls = []
         self.logs = []
+        self.private = []
         self._prev = None
 
     def _temp(self) -> str:
@@ -179,8 +186,23 @@ class Host:
         """Run one hook with this host installed (see testing.call)."""
         if self._prev is None:
             with self:
-                return call(method, request)
-        return call(method, request)
+                return self._call(method, request)
+        return self._call(method, request)
+
+    def _call(self, method: str, request):
+        if method == proctor.HOOK_VERIFY:
+            self._empty_private()
+        resp = call(method, request)
+        if method == proctor.HOOK_SANDBOX:
+            self.private = _private_dirs(resp.private)
+            self._empty_private()
+        return resp
+
+    def _empty_private(self) -> None:
+        for d in self.private:
+            p = self.path(d)
+            shutil.rmtree(p, ignore_errors=True)
+            os.makedirs(p)
 
     def path(self, p: str) -> str:
         """The emulator's file for the sandbox path p."""
@@ -234,10 +256,10 @@ class Host:
         return proctor.STATUS_OK, json.dumps(resp).encode()
 
     def _exec(self, r: dict) -> proctor.ExecResponse:
-        cmd = r.get("cmd", "")
-        for d in _REBASED:
-            for before in (" ", "(", ">", "="):
-                cmd = cmd.replace(before + d, before + self.root.rstrip("/") + d)
+        # One pass, as sdktest's strings.Replacer: a path already rebased
+        # under the root (itself under /tmp) is not rebased again.
+        root = self.root.rstrip("/")
+        cmd = _REBASE.sub(lambda m: m.group(1) + root + m.group(2), r.get("cmd", ""))
         wd = self.path(r.get("workdir") or self.workdir)
         os.makedirs(wd, exist_ok=True)
         env = dict(os.environ, ROOT=self.root, **(r.get("env") or {}))
@@ -261,11 +283,22 @@ class Host:
         )
 
     def _read_file(self, r: dict) -> dict:
+        # At most max_bytes from the start (the host's cap when 0 or above
+        # it), and the file's size, as the host answers.
+        limit = r.get("max_bytes") or 0
+        if limit <= 0 or limit > proctor.MAX_READ_FILE:
+            limit = proctor.MAX_READ_FILE
         try:
             with open(self.path(r["path"]), "rb") as f:
-                return {"data": proctor._encode(f.read(), None, "bytes", "data")}
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(limit)
         except FileNotFoundError:
             return {"missing": True}
+        size = max(size, len(data))
+        out = {"data": proctor._encode(data, None, "bytes", "data"), "size": size}
+        if size > len(data):
+            out["truncated"] = True
+        return out
 
     def _write_file(self, r: dict) -> dict:
         p = self.path(r["path"])
@@ -334,6 +367,17 @@ class Host:
         self.root = self._temp()
         self.reset(self)
         return {}
+
+
+def _private_dirs(dirs: list) -> list:
+    """The spec's private folders, checked and cleaned as the host does."""
+    out = []
+    for d in dirs:
+        c = os.path.normpath(d) if isinstance(d, str) else d
+        if not isinstance(d, str) or not d.startswith("/") or c == "/":
+            raise ValueError(f"private folder {d!r}: want an absolute folder other than /")
+        out.append(c)
+    return out
 
 
 class _Refused(Exception):

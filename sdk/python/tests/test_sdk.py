@@ -9,6 +9,7 @@ is tested by the Go tests of host/plugin/wasm (python_test.go)."""
 import base64
 import io
 import json
+import os
 import tarfile
 import unittest
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class TestDispatch(unittest.TestCase):
 
     def test_requests_and_responses(self):
         status, out = call_raw("tasks.load", {"config": {"k": [1]}})
-        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "data": {"n": 1}}], "skipped": []}))
+        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "data": {"n": 1}, "broken": ""}], "skipped": []}))
         self.assertEqual(self.env.seen[-1], {"k": [1]})
 
         req = {"task": {"id": "a", "data": {"n": 1}, "new_field": 1}, "config": None, "rollout_id": "a#0", "seed": 7, "unknown": True}
@@ -342,6 +343,19 @@ class Ops:
         if step == "reset":
             proctor.reset_sandbox()
             return proctor.VerifyResponse(output=proctor.read_file("/work/fresh").decode())
+        if step == "head":
+            data, size = proctor.read_file_head("/work/big", 4)
+            whole, wsize = proctor.read_file_head("/work/big")
+            return proctor.VerifyResponse(output=f"{data!r} {size} | {whole!r} {wsize} | {proctor.read_file('/work/big')!r}")
+        if step == "logs":
+            res = proctor.exec("mkdir -p /logs/v && echo hi > /logs/v/f && cat /tests/none 2>/dev/null; ls /logs/v")
+            return proctor.VerifyResponse(output=f"{res.stdout.strip()} {proctor.read_file('/logs/v/f').decode().strip()}")
+        if step == "huge":
+            try:
+                proctor.read_file("/work/huge")
+            except proctor.FileTooLargeError as e:
+                return proctor.VerifyResponse(output=f"{e.size} {e.read}")
+            return proctor.VerifyResponse(output="read it whole")
         if step == "info":
             proctor.log(proctor.LEVEL_WARN, "hello")
             return proctor.VerifyResponse(output=proctor.info().backend)
@@ -362,6 +376,11 @@ class TestHarness(unittest.TestCase):
         self.assertEqual((res["stdout"], res["stderr"], res["exit_code"]), ("in", "err\n", 3))
         with open(self.host.path("/work/out.txt")) as f:
             self.assertEqual(f.read(), "hi\n", "absolute paths map under the root")
+
+    def test_exec_rebases_every_top_folder_once(self):
+        # /logs rebased under the root (itself under /tmp) was rebased again
+        # as /tmp: commands wrote where read_file did not look.
+        self.assertEqual(self.verify("logs"), "f hi")
 
     def test_files_and_tar(self):
         self.assertEqual(self.verify("files"), "é yes")
@@ -402,6 +421,234 @@ class TestHarness(unittest.TestCase):
         self.host.close()
         with self.assertRaisesRegex(testing.HookError, "no host: natively, run hooks under proctor.testing.Host"):
             testing.call("rollout.verify", {"task": {"id": "info"}})
+    def test_read_file_head(self):
+        os.makedirs(self.host.path("/work"))
+        with open(self.host.path("/work/big"), "wb") as f:
+            f.write(b"0123456789")
+        self.assertEqual(self.verify("head"), "b'0123' 10 | b'0123456789' 10 | b'0123456789'")
+        self.assertEqual(self.host.calls.count(proctor.OP_READ_FILE), 3)
+        # The emulator stops at the host's cap, as the host does.
+        with open(self.host.path("/work/huge"), "wb") as f:
+            f.truncate(proctor.MAX_READ_FILE + 1)
+        self.assertEqual(self.verify("huge"), f"{proctor.MAX_READ_FILE + 1} {proctor.MAX_READ_FILE}")
+
+    def test_read_file_refuses_a_truncated_answer(self):
+        # The real host stops at MAX_READ_FILE: read_file raises instead of
+        # handing back the head as if it were the whole file.
+        answers = {"data": base64.b64encode(b"abc").decode(), "size": proctor.MAX_READ_FILE + 1, "truncated": True}
+        prev = proctor._set_transport(lambda op, req: (proctor.STATUS_OK, json.dumps(answers).encode()))
+        self.addCleanup(proctor._set_transport, *prev)
+        with self.assertRaises(proctor.FileTooLargeError) as e:
+            proctor.read_file("/huge")
+        self.assertEqual((e.exception.path, e.exception.size, e.exception.read), ("/huge", proctor.MAX_READ_FILE + 1, 3))
+        self.assertIsInstance(e.exception, OSError)
+        # A v1.0 host sends no size: the data is the whole file.
+        answers = {"data": base64.b64encode(b"abc").decode()}
+        self.assertEqual(proctor.read_file_head("/old"), (b"abc", 3))
+        with self.assertRaisesRegex(ValueError, "max_bytes"):
+            proctor.read_file_head("/x", -1)
+
+
+# The Go contract's golden messages (sdk/abi/testdata/wire): every field of
+# every message, filled.
+WIRE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "abi", "testdata", "wire")
+
+
+def golden(name):
+    with open(os.path.join(WIRE, name + ".json")) as f:
+        return json.load(f)
+
+
+class TestWire(unittest.TestCase):
+    """The Python messages against the Go contract, field by field: a field
+    the Go side has and Python lacks, or names otherwise, fails here."""
+
+    # Go message → the Python message that reads or writes it.
+    MESSAGES = {
+        "Manifest": proctor.Manifest,
+        "Task": proctor.Task,
+        "TasksResponse": proctor.TasksResponse,
+        "Skipped": proctor.Skipped,
+        "RolloutRequest": proctor.RolloutRequest,
+        "VerifyRequest": proctor.VerifyRequest,
+        "PromptResponse": proctor.PromptResponse,
+        "SandboxSpec": proctor.SandboxSpec,
+        "TestResult": proctor.TestResult,
+        "VerifyResponse": proctor.VerifyResponse,
+        "OracleResponse": proctor.OracleResponse,
+        "RewardRequest": proctor.RewardRequest,
+        "RewardResponse": proctor.RewardResponse,
+        "ExecRequest": proctor._ExecRequest,
+        "ExecResponse": proctor.ExecResponse,
+        "ReadFileResponse": proctor._ReadFileResponse,
+        "DownloadResponse": proctor._DownloadResponse,
+        "RepoCheckoutResponse": proctor._RepoCheckoutResponse,
+        "DatasetResponse": proctor.DatasetResponse,
+        "HostInfo": proctor.HostInfo,
+        "ModelResponse": proctor.ModelResponse,
+    }
+
+    def test_messages_round_trip_the_go_golden_files(self):
+        for name, cls in self.MESSAGES.items():
+            with self.subTest(name):
+                want = golden(name)
+                got = cls.from_json(want, strict=True).to_json()
+                self.assertEqual(got, want)
+
+    def test_requests_carry_the_go_names(self):
+        sent = {}
+
+        def transport(op, req):
+            sent[op] = json.loads(req)
+            return proctor.STATUS_OK, b"{}"
+
+        prev = proctor._set_transport(transport)
+        self.addCleanup(proctor._set_transport, *prev)
+        proctor.exec("c", timeout_ms=1, workdir="/w", env={"A": "1"}, stdin=b"i", max_output=2)
+        proctor.read_file_head("/p", 5)
+        proctor.write_file("/p", b"d", 0o600)
+        proctor.upload("/d", b"t")
+        proctor.download("/p")
+        proctor.read_dataset("s", "train", offset=1, limit=2, columns=["c"])
+        proctor.repo_checkout("u", "c", "/d")
+        proctor.complete([{"role": "user", "content": "x"}])
+        for op, name in [
+            (proctor.OP_EXEC, "ExecRequest"),
+            (proctor.OP_READ_FILE, "ReadFileRequest"),
+            (proctor.OP_WRITE_FILE, "WriteFileRequest"),
+            (proctor.OP_UPLOAD, "UploadRequest"),
+            (proctor.OP_DOWNLOAD, "DownloadRequest"),
+            (proctor.OP_DATASET_READ, "DatasetRequest"),
+            (proctor.OP_REPO_CHECKOUT, "RepoCheckoutRequest"),
+            (proctor.OP_MODEL_COMPLETE, "ModelRequest"),
+        ]:
+            with self.subTest(op):
+                self.assertEqual(sorted(sent[op]), sorted(golden(name)))
+
+    def test_names_match_the_go_contract(self):
+        names = golden("names")
+        self.assertEqual(list(proctor.HOOKS), names["hooks"])
+        self.assertEqual(list(proctor.OPS), names["ops"])
+        self.assertEqual(list(proctor.CLASSES), names["classes"])
+        self.assertEqual((proctor.ABI_VERSION, proctor.ABI_MINOR), (names["version"], names["minor"]))
+        self.assertEqual(proctor.MAX_READ_FILE, names["max_read_file"])
+        statuses = [proctor.STATUS_OK, proctor.STATUS_ERROR, proctor.STATUS_UNKNOWN, proctor.STATUS_DENIED, proctor.STATUS_DEADLINE, proctor.STATUS_TOO_LARGE, proctor.STATUS_BAD_REQUEST]
+        self.assertEqual(statuses, names["status"])
+        # What names.json does not hold, from abi.go itself.
+        with open(os.path.join(WIRE, "..", "..", "abi.go")) as f:
+            src = f.read()
+        self.assertIn(f'NetworkInternet = "{proctor.NETWORK_INTERNET}"', src)
+        self.assertIn("MaxVerifyLog = 1 << 20", src)
+        self.assertEqual(proctor.MAX_VERIFY_LOG, 1 << 20)
+
+    def test_v1_1_fields_default_as_in_go(self):
+        # Go leaves each out when empty (omitempty); Python's defaults are
+        # the same empty values, so a plugin that does not set them says
+        # what a Go plugin says.
+        spec = proctor.SandboxSpec(image="i")
+        self.assertEqual((spec.private, spec.disk_mb, spec.agent_user, spec.build_timeout_sec), ([], 0, "", 0))
+        self.assertEqual(proctor.Task(id="t").broken, "")
+        v = proctor.VerifyResponse()
+        self.assertEqual((v.log, v.reward_source), ("", ""))
+        self.assertNotIn("exit_code", proctor.OracleResponse(output="o").to_json())
+        self.assertEqual(proctor.OracleResponse(exit_code=0).to_json(), {"output": "", "exit_code": 0})
+        with self.assertRaisesRegex(TypeError, "OracleResponse.exit_code: want an int"):
+            proctor.OracleResponse(exit_code="0").to_json()
+        with self.assertRaisesRegex(TypeError, "SandboxSpec.private: want a list"):
+            proctor.SandboxSpec(private="/logs").to_json()
+
+
+class V11:
+    """An environment that uses every field ABI v1.1 added."""
+
+    def manifest(self):
+        return proctor.Manifest(name="v11", version="1", capabilities=[proctor.OP_EXEC])
+
+    def load_tasks(self, config):
+        return proctor.TasksResponse(tasks=[proctor.Task(id="ok"), proctor.Task(id="bad", broken="task.toml: line 3: bad value")])
+
+    def sandbox(self, r):
+        return proctor.SandboxSpec(image="img", agent_user="agent", disk_mb=512, build_timeout_sec=90.5, private=["/logs/verifier", "/tests"])
+
+    def oracle(self, r):
+        res = proctor.exec("exit 4")
+        return proctor.OracleResponse(output="ran", exit_code=res.exit_code)
+
+    def verify(self, r):
+        return proctor.VerifyResponse(reward=1, passed=True, output="tail", log="the whole log\n", reward_source="/logs/verifier/reward.txt")
+
+
+class TestV11Hooks(unittest.TestCase):
+    def setUp(self):
+        proctor.register(V11())
+
+    def test_the_host_reads_the_v1_1_fields(self):
+        status, tasks = call_raw("tasks.load", {"config": None})
+        self.assertEqual(status, 0)
+        self.assertEqual([(t["id"], t["broken"]) for t in tasks["tasks"]], [("ok", ""), ("bad", "task.toml: line 3: bad value")])
+        status, spec = call_raw("rollout.sandbox", {"task": {"id": "ok"}})
+        self.assertEqual(status, 0)
+        self.assertEqual((spec["agent_user"], spec["disk_mb"], spec["build_timeout_sec"], spec["private"]), ("agent", 512, 90.5, ["/logs/verifier", "/tests"]))
+        status, v = call_raw("rollout.verify", {"task": {"id": "ok"}})
+        self.assertEqual((status, v["log"], v["reward_source"]), (0, "the whole log\n", "/logs/verifier/reward.txt"))
+        with testing.Host() as host:
+            o = host.call("rollout.oracle", {"task": {"id": "ok"}})
+        self.assertEqual((o.output, o.exit_code), ("ran", 4))
+
+    def test_a_returned_dict_is_checked_too(self):
+        class Bad(V11):
+            def sandbox(self, r):
+                return {"image": "i", "privat": ["/x"]}
+
+        proctor.register(Bad())
+        status, e = call_raw("rollout.sandbox", {"task": {"id": "ok"}})
+        self.assertEqual((status, e["class"]), (proctor.STATUS_ERROR, proctor.CLASS_PLUGIN))
+        self.assertIn("SandboxSpec has no field 'privat'", e["error"])
+
+
+class Private:
+    """Keeps a note in a private folder from setup to verify, where the host
+    has emptied it."""
+
+    def manifest(self):
+        return proctor.Manifest(name="p", version="1", capabilities=[proctor.OP_EXEC, proctor.OP_READ_FILE, proctor.OP_WRITE_FILE])
+
+    def load_tasks(self, config):
+        return proctor.TasksResponse(tasks=[proctor.Task(id="t")])
+
+    def sandbox(self, r):
+        return proctor.SandboxSpec(private=r.task.data or ["/logs/verifier"])
+
+    def setup(self, r):
+        proctor.write_file("/logs/verifier/note", "from setup")
+
+    def verify(self, r):
+        try:
+            proctor.read_file("/logs/verifier/note")
+            seen = "note kept"
+        except FileNotFoundError:
+            seen = "note gone"
+        res = proctor.exec("echo 1 > /logs/verifier/reward.txt && ls /logs/verifier")
+        return proctor.VerifyResponse(output=f"{seen}; {res.stdout.split()}")
+
+
+class TestEmulatedPrivateFolders(unittest.TestCase):
+    def setUp(self):
+        proctor.register(Private())
+
+    def test_emptied_when_verification_starts(self):
+        with testing.Host() as host:
+            host.call("rollout.sandbox", {"task": {"id": "t"}})
+            self.assertEqual(host.private, ["/logs/verifier"])
+            self.assertEqual(os.listdir(host.path("/logs/verifier")), [])
+            host.call("rollout.setup", {"task": {"id": "t"}})
+            self.assertEqual(host.call("rollout.verify", {"task": {"id": "t"}}).output, "note gone; ['reward.txt']")
+
+    def test_bad_folders_are_refused(self):
+        with testing.Host() as host:
+            for bad in ["logs", "/", "/.."]:
+                with self.assertRaisesRegex(ValueError, "want an absolute folder other than /"):
+                    host.call("rollout.sandbox", {"task": {"id": "t", "data": [bad]}})
 
 
 if __name__ == "__main__":
