@@ -166,7 +166,26 @@ const (
 	LabelManaged = "proctor.managed"
 )
 
-// Defaults applied by backends to zero Spec fields.
+// WithDefaults returns the spec with its zero or negative resources (CPUs,
+// MemoryMB, PidsMax, DiskMB) set to the defaults, as every backend applies
+// them.
+func (s Spec) WithDefaults() Spec {
+	if s.CPUs <= 0 {
+		s.CPUs = DefaultCPUs
+	}
+	if s.MemoryMB <= 0 {
+		s.MemoryMB = DefaultMemoryMB
+	}
+	if s.PidsMax <= 0 {
+		s.PidsMax = DefaultPidsMax
+	}
+	if s.DiskMB <= 0 {
+		s.DiskMB = DefaultDiskMB
+	}
+	return s
+}
+
+// Defaults applied by backends to zero Spec fields (Spec.WithDefaults).
 const (
 	DefaultCPUs      = 1.0
 	DefaultMemoryMB  = 2048

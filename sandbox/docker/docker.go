@@ -268,18 +268,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			return nil, err
 		}
 	}
-	cpus := spec.CPUs
-	if cpus <= 0 {
-		cpus = sandbox.DefaultCPUs
-	}
-	mem := spec.MemoryMB
-	if mem <= 0 {
-		mem = sandbox.DefaultMemoryMB
-	}
-	pids := spec.PidsMax
-	if pids <= 0 {
-		pids = sandbox.DefaultPidsMax
-	}
+	sized := spec.WithDefaults()
+	cpus, mem, pids, disk := sized.CPUs, sized.MemoryMB, sized.PidsMax, sized.DiskMB
 	labels := map[string]string{sandbox.LabelManaged: "true"}
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -328,10 +318,6 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			// still confine the agent.
 			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
 		}
-	}
-	disk := spec.DiskMB
-	if disk <= 0 {
-		disk = sandbox.DefaultDiskMB
 	}
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}

@@ -150,14 +150,8 @@ func (s *Sandbox) startIsolated(ctx context.Context) error {
 	if len(ids) > 0 {
 		s.agentUser = &ids[0]
 	}
-	s.tmpfsMiB = s.spec.MemoryMB
-	if s.tmpfsMiB <= 0 {
-		s.tmpfsMiB = sandbox.DefaultMemoryMB
-	}
-	s.pidsMax = s.spec.PidsMax
-	if s.pidsMax <= 0 {
-		s.pidsMax = sandbox.DefaultPidsMax
-	}
+	sized := s.spec.WithDefaults()
+	s.tmpfsMiB, s.pidsMax = sized.MemoryMB, sized.PidsMax
 	prefix := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
 	for _, d := range append(s.private, pluginState) {
 		prefix = append(prefix, "-private", d)

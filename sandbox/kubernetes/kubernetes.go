@@ -581,12 +581,7 @@ func (s *Sandbox) running(ctx context.Context) bool {
 }
 
 // diskMB is the sandbox's disk limit.
-func (s *Sandbox) diskMB() int64 {
-	if s.spec.DiskMB > 0 {
-		return s.spec.DiskMB
-	}
-	return sandbox.DefaultDiskMB
-}
+func (s *Sandbox) diskMB() int64 { return s.spec.WithDefaults().DiskMB }
 
 func (s *Sandbox) abs(p string) string {
 	if path.IsAbs(p) {

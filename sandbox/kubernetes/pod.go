@@ -49,21 +49,11 @@ func newName() string {
 // the warden's mounts; root runs it when asRoot, which the warden needs
 // (without asRoot, the image's user).
 func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string, asRoot bool) *corev1.Pod {
-	cpus := spec.CPUs
-	if cpus <= 0 {
-		cpus = sandbox.DefaultCPUs
-	}
-	mem := spec.MemoryMB
-	if mem <= 0 {
-		mem = sandbox.DefaultMemoryMB
-	}
+	sized := spec.WithDefaults()
+	cpus, mem, disk := sized.CPUs, sized.MemoryMB, sized.DiskMB
 	frac := cfg.RequestFraction
 	if frac <= 0 || frac > 1 {
 		frac = 1
-	}
-	disk := spec.DiskMB
-	if disk <= 0 {
-		disk = sandbox.DefaultDiskMB
 	}
 	limits := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(cpus*1000+0.5), resource.DecimalSI),
