@@ -4,6 +4,11 @@
 // isolated sandbox. It keeps what the agent starts apart from what the
 // verifier reads:
 //
+//	warden mux
+//	    the sandbox's first process: seals /.proctor read-only and serves
+//	    the mux protocol (sandbox/mux) on its standard streams, starting
+//	    the shells the host asks for on channels of their own, killing
+//	    process groups and running remounts for it, until stdin ends.
 //	warden plugin [-private DIR]... [-size MiB] [-user U] -- ARGV...
 //	    seals /.proctor read-only, enters a mount namespace of its own in
 //	    which every DIR is an empty private tmpfs, prints "@@PROCTOR NS
@@ -44,11 +49,13 @@ const Dir = "/.proctor"
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(2, "usage: warden plugin|agent|remount|kill|put|get|read ...")
+		fail(2, "usage: warden mux|plugin|agent|remount|kill|put|get|read|id ...")
 	}
 	args := os.Args[2:]
 	var err error
 	switch os.Args[1] {
+	case "mux":
+		err = serveMux(os.Stdin, os.Stdout)
 	case "plugin":
 		err = plugin(args)
 	case "agent":
