@@ -3,14 +3,14 @@
 //
 // Containers start closed: network "none", no privileges, no-new-privileges,
 // all capabilities dropped but the few a task needs to run apt-get and
-// services as root, and pids, memory and CPU limits. Commands run in one
-// persistent shell per container (package shell) over a single attached
-// exec, so a call costs a write and a read instead of an exec round trip.
+// services as root, and pids, memory and CPU limits. Commands run in
+// persistent shells (package shell) on the stream the engine attaches to
+// the container's first process (boot.go), so a start costs no exec and a
+// call costs a write and a read instead of an exec round trip.
 package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,9 +29,9 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	dnetwork "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/mux"
 	"github.com/proctor-dev/proctor/sandbox/seccomp"
 	"github.com/proctor-dev/proctor/sandbox/shell"
 )
@@ -201,6 +200,9 @@ type Sandbox struct {
 	image   string       // the image's id (sha256:...), what actually ran
 	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
 	sh      *shell.Shell // the plugin's shell
+	conn    io.Closer    // the stream attached to the container's first process
+	stderr  *headBuffer  // the head of that process's stderr
+	mux     *mux.Client  // the warden's mux on that stream, in an isolated sandbox
 
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
@@ -278,8 +280,6 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	init := true
 	cfg := &container.Config{
 		Image:      image,
-		Entrypoint: []string{"sleep"},
-		Cmd:        []string{"infinity"},
 		WorkingDir: spec.Workdir,
 		Env:        env,
 		User:       spec.User,
@@ -319,22 +319,25 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
 		}
 	}
+	attachFirst(cfg, hc)
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
-	copyWarden := false
+	var send []byte // the warden, for a container that cannot bind it
 	if b.isolate {
 		if m, ok := b.wardens.mount(warden); ok {
 			hc.Mounts = append(hc.Mounts, m)
 		} else {
-			copyWarden = true
+			send = warden
 		}
 	}
+	cfg.Entrypoint = b.entrypoint(send)
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if bindRefused(err) && !copyWarden {
-		b.log.Debug("the engine cannot bind the warden's folder: copying it into each container", "err", err)
+	if bindRefused(err) && send == nil {
+		b.log.Debug("the engine cannot bind the warden's folder: sending it to each container", "err", err)
 		b.wardens.disable()
-		hc.Mounts, copyWarden = nil, true
+		hc.Mounts, send = nil, warden
+		cfg.Entrypoint = b.entrypoint(send)
 		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	}
 	if quotaRefused(err) {
@@ -353,19 +356,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
-	if copyWarden {
-		if err := b.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(wardenArchive(warden)), container.CopyToContainerOptions{}); err != nil {
-			s.remove(ctx)
-			return nil, fmt.Errorf("put the warden into the container: %w", engineError(err))
-		}
-	}
-	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if err := s.boot(ctx, send, env); err != nil {
 		s.remove(ctx)
-		return nil, fmt.Errorf("start container from %s: %w", image, engineError(err))
-	}
-	if err := s.startShells(ctx, env); err != nil {
-		s.remove(ctx)
-		return nil, err
+		return nil, fmt.Errorf("container from %s: %w", image, err)
 	}
 	if hc.StorageOpt == nil {
 		s.watchDisk(disk)
@@ -406,20 +399,6 @@ func (s *Sandbox) agentUserOr() (user, owner string) {
 	return s.user, s.owner
 }
 
-// wardenArchive is the tar that puts the warden and the plugin shell's
-// state folder into a created container.
-func wardenArchive(warden []byte) []byte {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(shell.WardenDir, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: now})
-	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(pluginState, "/") + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: now})
-	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(shell.WardenPath, "/"), Mode: 0o755, Size: int64(len(warden)), Typeflag: tar.TypeReg, ModTime: now})
-	tw.Write(warden)
-	tw.Close()
-	return buf.Bytes()
-}
-
 func envList(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k, v := range m {
@@ -428,110 +407,12 @@ func envList(m map[string]string) []string {
 	return out
 }
 
-// startShells attaches the plugin's shell and, in an isolated sandbox, the
-// agent's, both at once.
-func (s *Sandbox) startShells(ctx context.Context, env []string) error {
-	if !s.b.isolate {
-		sh, _, err := s.attach(ctx, shellSpec{argv: bootstrap(stateDir), user: s.user, env: env, state: stateDir, kill: s.killGroup})
-		s.sh = sh
-		return err
-	}
-	plugin := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
-	for _, d := range append(slices.Clone(s.private), pluginState) {
-		plugin = append(plugin, "-private", d)
-	}
-	if s.user != "" {
-		plugin = append(plugin, "-user", s.user)
-	}
-	plugin = append(append(plugin, "--"), bootstrap(pluginState)...)
-	s.agent = &agentView{s: s, env: env}
-	s.agent.view = view{s: s, shell: s.agent.current}
-	var wg sync.WaitGroup
-	var agentErr error
-	wg.Go(func() { agentErr = s.agent.start(ctx) })
-	sh, ns, err := s.attach(ctx, shellSpec{argv: plugin, user: "0", env: env, state: pluginState, header: true, kill: s.killGroup})
-	s.sh, s.pluginNS = sh, ns
-	wg.Wait()
-	return errors.Join(err, agentErr)
-}
-
 // stateDir is where the shell controller keeps its files when the sandbox
 // is not isolated, and the agent's shell when it is.
 const stateDir = "/tmp/.proctor-shell"
 
 func bootstrap(state string) []string {
 	return []string{"bash", "-c", shell.Bootstrap(), "proctor-shell", state}
-}
-
-// shellSpec says how to start one shell controller.
-type shellSpec struct {
-	argv   []string
-	user   string // the exec's user
-	env    []string
-	state  string
-	header bool // the warden prints "@@PROCTOR NS <pid>" first
-	kill   func(ctx context.Context, pgid int) error
-}
-
-// attach starts a shell controller in an exec and checks it answers. With
-// header, it first reads the warden's line naming the namespace's init.
-func (s *Sandbox) attach(ctx context.Context, sp shellSpec) (*shell.Shell, int, error) {
-	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User:         sp.user,
-		AttachStdin:  true,
-		AttachStdout: true,
-		AttachStderr: true,
-		Env:          sp.env,
-		WorkingDir:   s.workdir,
-		Cmd:          sp.argv,
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("start shell: %w", engineError(err))
-	}
-	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, 0, fmt.Errorf("attach shell: %w", engineError(err))
-	}
-	pr, pw := io.Pipe()
-	stderr := &headBuffer{max: 4096}
-	go func() {
-		_, err := stdcopy.StdCopy(pw, stderr, hj.Reader)
-		if err == nil {
-			err = io.EOF
-		}
-		pw.CloseWithError(err)
-	}()
-	out := bufio.NewReaderSize(pr, 64<<10)
-	nsInit := 0
-	if sp.header {
-		line, err := out.ReadString('\n')
-		f := strings.Fields(line)
-		if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
-			hj.Close()
-			return nil, 0, fmt.Errorf("start the agent's shell: %q: %v %s", line, err, stderr.String())
-		}
-		if nsInit, err = strconv.Atoi(f[2]); err != nil || nsInit < 2 {
-			hj.Close()
-			return nil, 0, fmt.Errorf("start the agent's shell: bad namespace init %q", f[2])
-		}
-	}
-	sh := shell.New(shell.Transport{
-		Stdin:  writeCloser{&hj},
-		Stdout: out,
-		Kill:   sp.kill,
-		Close:  func() error { hj.Close(); return nil },
-	}, sp.state)
-	// The first round trip proves bash is there and the shell is ready.
-	r, err := sh.Exec(ctx, "true", sandbox.ExecOptions{})
-	if err != nil || r.ExitCode != 0 {
-		sh.Close()
-		detail := strings.TrimSpace(stderr.String())
-		if detail == "" {
-			detail = s.controllerErr(ctx, sp.state)
-		}
-		return nil, 0, fmt.Errorf("start shell (the image needs bash): %v %s: %w", err, detail, shell.ErrNoShell)
-	}
-	return sh, nsInit, nil
 }
 
 // controllerErr reads the controller's own error log, for a shell that
@@ -579,17 +460,13 @@ type writeCloser struct{ hj *types.HijackedResponse }
 func (w writeCloser) Write(p []byte) (int, error) { return w.hj.Conn.Write(p) }
 func (w writeCloser) Close() error                { return w.hj.CloseWrite() }
 
-// killGroup kills a process group from a separate exec, for when a call's
-// context ends while the shell's command still runs.
+// killGroup kills a process group of a sandbox without isolation from a
+// separate exec, for when a call's context ends while the shell's command
+// still runs; an isolated sandbox asks its mux. It runs as the shell's own
+// user: in a container whose user is not root, an exec as root has no
+// capabilities, so no CAP_KILL either.
 func (s *Sandbox) killGroup(ctx context.Context, pgid int) error {
-	// As the shell's own user: in a container whose user is not root, an
-	// exec as root has no capabilities, so no CAP_KILL either. In an
-	// isolated sandbox the exec runs as root, which keeps its capabilities.
-	user := s.user
-	if s.b.isolate {
-		user = "0"
-	}
-	return s.detachedExec(ctx, user, "kill", "-KILL", "--", fmt.Sprintf("-%d", pgid))
+	return s.detachedExec(ctx, s.user, "kill", "-KILL", "--", fmt.Sprintf("-%d", pgid))
 }
 
 func (s *Sandbox) detachedExec(ctx context.Context, user string, argv ...string) error {
@@ -712,11 +589,9 @@ func (a *agentView) start(ctx context.Context) error {
 		argv = append(argv, "-user", user)
 	}
 	argv = append(append(argv, "--"), bootstrap(stateDir)...)
-	var nsInit int
-	sh, nsInit, err := a.s.attach(ctx, shellSpec{argv: argv, user: "0", env: a.env, state: stateDir, header: true,
-		kill: func(ctx context.Context, pgid int) error {
-			return a.s.detachedExec(ctx, "0", shell.WardenPath, "kill", strconv.Itoa(a.namespace()), strconv.Itoa(pgid))
-		}})
+	sh, nsInit, err := a.s.openShell(ctx, argv, stateDir, func(ctx context.Context, pgid int) error {
+		return a.s.mux.Kill(ctx, a.namespace(), pgid)
+	})
 	if err != nil {
 		return err
 	}
@@ -817,6 +692,14 @@ func (s *Sandbox) Close(ctx context.Context) error {
 func (s *Sandbox) remove(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	defer func() {
+		if s.mux != nil {
+			s.mux.Close()
+		}
+		if s.conn != nil {
+			s.conn.Close()
+		}
+	}()
 	if err := s.b.removeContainer(ctx, s.id); err != nil {
 		return fmt.Errorf("remove container %.12s: %w", s.id, engineError(err))
 	}

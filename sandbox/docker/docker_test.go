@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
@@ -520,5 +523,85 @@ func TestSharedBuildEndsWithLastCaller(t *testing.T) {
 	b.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d builds still listed, want none: a later caller must start anew", n)
+	}
+}
+
+// TestNoExecs: an isolated sandbox's shells, a kill of a command whose call
+// was cancelled, an agent shell's restart and the seal all go through the
+// container's first process: the engine runs no exec for them.
+func TestNoExecs(t *testing.T) {
+	b := newBackend(t)
+	run := "noexec-" + time.Now().Format("150405.000000")
+	ctx := context.Background()
+	evctx, stop := context.WithCancel(ctx)
+	defer stop()
+	msgs, errs := b.cli.Events(evctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", "container"), filters.Arg("label", sandbox.LabelRun+"="+run))})
+	var execs []string
+	var seen sync.WaitGroup
+	seen.Go(func() {
+		for {
+			select {
+			case m := <-msgs:
+				if strings.HasPrefix(string(m.Action), "exec_") {
+					execs = append(execs, string(m.Action))
+				}
+				if m.Action == events.ActionDestroy {
+					return
+				}
+			case <-errs:
+				return
+			case <-evctx.Done():
+				return
+			}
+		}
+	})
+	sb := start(t, b, sandbox.Spec{User: "nobody", Private: sandboxtest.Private, Labels: map[string]string{sandbox.LabelRun: run}})
+	agent := sb.Agent()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	r, err := agent.Exec(cctx, "sleep 60", sandbox.ExecOptions{})
+	cancel()
+	if err == nil {
+		t.Fatalf("a cancelled call returned %+v", r)
+	}
+	if r, err := agent.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{}); err != nil || r.ExitCode != 137 {
+		t.Fatalf("kill -9 -1: %+v %v", r, err)
+	}
+	if r, err := agent.Exec(ctx, "echo back", sandbox.ExecOptions{}); err != nil || r.Stdout != "back\n" {
+		t.Fatalf("after the restart: %+v %v", r, err)
+	}
+	if _, err := sb.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen.Wait()
+	if len(execs) > 0 {
+		t.Errorf("the engine ran execs: %v", execs)
+	}
+}
+
+// TestEndsWithItsConnection: a sandbox whose proctor is gone (killed, its
+// connection to the engine dropped) stops on its own; only the stopped
+// container is left for `proctor sandbox prune`.
+func TestEndsWithItsConnection(t *testing.T) {
+	for _, isolate := range []bool{true, false} {
+		b, err := New(WithIsolation(isolate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		sb := start(t, b, sandbox.Spec{})
+		if _, err := sb.Agent().Exec(context.Background(), "nohup sleep 600 >/dev/null 2>&1 &", sandbox.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sb.conn.Close()
+		deadline := time.Now().Add(time.Minute)
+		for sb.running(context.Background()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("isolated %v: the container still runs a minute after its connection dropped", isolate)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
