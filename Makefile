@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench bench-scale lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
+.PHONY: help build plugins warden test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -84,6 +84,11 @@ SCALE_COUNT ?= 3
 
 bench-scale: build ## one process, 10, 100 and 1,000 rollouts in flight: rollouts/s, peak RSS, phase medians
 	PROCTOR_BENCH_SCALE=1 $(GO) test -run '^$$' -bench Scale -benchtime 1x -count $(SCALE_COUNT) -timeout 60m ./bench/scale
+
+E2E_COUNT ?= 5
+
+bench-e2e: fixture-images plugins warden ## 32 rollouts of hello-file against the docker-CLI baseline and the engine's floor, alternately
+	PROCTOR_BENCH_E2E=1 PROCTOR_REQUIRE_DOCKER=1 $(GO) test -run '^$$' -bench E2E -benchtime $(E2E_COUNT)x -count 1 -timeout 60m -v ./cmd/proctor
 
 lint: ## gofmt, go vet for linux and wasip1
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

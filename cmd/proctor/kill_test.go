@@ -177,7 +177,7 @@ func countLines(path string) int {
 	return strings.Count(string(b), "\n")
 }
 
-func containers(t *testing.T, runID string) int {
+func containers(t testing.TB, runID string) int {
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=proctor.run="+runID).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestInterrupt(t *testing.T) {
 
 // buildProctor builds the real binary once per test process, for tests
 // that must signal or kill it.
-func buildProctor(t *testing.T) string {
+func buildProctor(t testing.TB) string {
 	t.Helper()
 	builtOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "proctor-bin-")

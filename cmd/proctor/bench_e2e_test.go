@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+)
+
+// e2eWorkload is one workload of BenchmarkE2E: rollouts of the tb2
+// fixture task hello-file, each made by a replay agent whose tool calls are
+// calls, at the given concurrency.
+type e2eWorkload struct {
+	name        string
+	rollouts    int
+	concurrency int
+	calls       []e2eCall
+}
+
+// e2eCall is one tool call: write_file (path, content) or terminal
+// (command).
+type e2eCall struct {
+	tool, path, content, command string
+}
+
+// helloCalls are the issue's agent: one write_file and ten terminal calls.
+var helloCalls = []e2eCall{
+	{tool: "write_file", path: "/tmp/hello.txt", content: "Hello, world!\n"},
+	{tool: "terminal", command: "cat /tmp/hello.txt"},
+	{tool: "terminal", command: "ls -la /tmp"},
+	{tool: "terminal", command: "wc -c /tmp/hello.txt"},
+	{tool: "terminal", command: "grep -c Hello /tmp/hello.txt"},
+	{tool: "terminal", command: "pwd"},
+	{tool: "terminal", command: "echo $HOME"},
+	{tool: "terminal", command: "uname -a"},
+	{tool: "terminal", command: "head -n 1 /tmp/hello.txt"},
+	{tool: "terminal", command: "stat -c %s /tmp/hello.txt"},
+	{tool: "terminal", command: "test -s /tmp/hello.txt && echo ok"},
+}
+
+// slowCalls are the same calls with a quarter of a second in each
+// command, standing in for a model's turns: an agent phase of about 2.5 s.
+func slowCalls() []e2eCall {
+	out := slices.Clone(helloCalls)
+	for i := range out {
+		if out[i].tool == "terminal" {
+			out[i].command = "sleep 0.25; " + out[i].command
+		}
+	}
+	return out
+}
+
+// BenchmarkE2E runs each workload with proctor and with the docker-CLI
+// baseline (scripts/bench/docker-cli.sh), alternately, one round per
+// iteration (make bench-e2e runs five), and measures the engine's floor in
+// the same round: create, start and remove of the same image through the
+// Engine API, as many at once as the workload's concurrency, with nothing
+// else. It reports the medians of the rounds and the ratio of the
+// baseline's to proctor's; the log has every round with the machine's
+// load. BENCH_E2E_SET adds --set flags to proctor's runs, to compare
+// settings. It runs only with PROCTOR_BENCH_E2E=1, which make bench-e2e
+// sets, so `make bench` does not take many minutes more.
+func BenchmarkE2E(b *testing.B) {
+	if os.Getenv("PROCTOR_BENCH_E2E") != "1" {
+		b.Skip("set PROCTOR_BENCH_E2E=1 (make bench-e2e)")
+	}
+	sandboxtest.RequireDocker(b)
+	for _, w := range []e2eWorkload{
+		{name: "hello-file-32x4", rollouts: 32, concurrency: 4, calls: helloCalls},
+		{name: "slow-agent-32x4", rollouts: 32, concurrency: 4, calls: slowCalls()},
+	} {
+		b.Run(w.name, func(b *testing.B) { benchWorkload(b, w) })
+	}
+}
+
+func benchWorkload(b *testing.B, w e2eWorkload) {
+	bin := buildProctor(b)
+	dir := b.TempDir()
+	writeE2EInputs(b, dir, w)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	var proctor, baseline, floor []time.Duration
+	round := 0
+	for b.Loop() {
+		load := loadAverage()
+		steps := []func(){
+			func() { proctor = append(proctor, runProctorE2E(b, bin, dir, w, round)) },
+			func() { baseline = append(baseline, runBaselineE2E(b, dir, w, round)) },
+		}
+		if round%2 == 1 {
+			slices.Reverse(steps)
+		}
+		for _, s := range steps {
+			s()
+		}
+		floor = append(floor, engineFloor(b, cli, w))
+		b.Logf("round %d (load %s): proctor %.2fs  baseline %.2fs  floor %.2fs", round, load,
+			proctor[round].Seconds(), baseline[round].Seconds(), floor[round].Seconds())
+		round++
+	}
+	p, bl, f := median(proctor), median(baseline), median(floor)
+	b.ReportMetric(p.Seconds(), "proctor-s")
+	b.ReportMetric(bl.Seconds(), "baseline-s")
+	b.ReportMetric(f.Seconds(), "floor-s")
+	b.ReportMetric(bl.Seconds()/p.Seconds(), "x-baseline")
+	// What proctor adds to the engine's own work, per rollout, against the
+	// engine's cost of one rollout; the commands' own time is in it.
+	b.ReportMetric(100*(p-f).Seconds()/f.Seconds(), "overhead-%")
+	b.Logf("medians of %d rounds: proctor %.2fs, baseline %.2fs (%.2fx), engine floor %.2fs; proctor beyond the floor: %.0f ms per rollout (%.0f%% of the floor's)",
+		len(proctor), p.Seconds(), bl.Seconds(), bl.Seconds()/p.Seconds(), f.Seconds(),
+		float64((p-f).Milliseconds())/float64(w.rollouts), 100*(p-f).Seconds()/f.Seconds())
+	b.StopTimer()
+}
+
+// writeE2EInputs writes the workload's replay script and run config for
+// proctor, and its calls file for the baseline, from the same calls.
+func writeE2EInputs(b *testing.B, dir string, w e2eWorkload) {
+	var turns []any
+	var lines []string
+	for _, c := range w.calls {
+		args := map[string]any{"command": c.command}
+		line := "terminal " + c.command
+		if c.tool == "write_file" {
+			args = map[string]any{"path": c.path, "content": c.content}
+			line = "write_file " + c.path + " " + strings.ReplaceAll(c.content, "\n", `\n`)
+		}
+		turns = append(turns, map[string]any{"tool_calls": []any{map[string]any{"name": c.tool, "arguments": args}}})
+		lines = append(lines, line)
+	}
+	turns = append(turns, map[string]any{"content": "Done."})
+	script, _ := json.Marshal(map[string]any{"turns": turns})
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	config := fmt.Sprintf(`[run]
+name = "bench-e2e"
+concurrency = %d
+attempts = %d
+retries = 0
+[agent]
+kind = "replay"
+script = "script.json"
+[sandbox]
+backend = "docker"
+[env]
+plugin = "tb2"
+[env.config]
+dataset = %q
+tasks = ["hello-file"]
+`, w.concurrency, w.rollouts, filepath.Join(root, "testdata/tb2/tasks"))
+	for name, data := range map[string]string{
+		"script.json": string(script),
+		"calls.txt":   strings.Join(lines, "\n") + "\n",
+		"run.toml":    config,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// runProctorE2E runs the workload with proctor into a fresh run directory
+// and checks that every rollout passed and no container is left.
+func runProctorE2E(b *testing.B, bin, dir string, w e2eWorkload, round int) time.Duration {
+	out := filepath.Join(dir, fmt.Sprintf("run-%d", round))
+	args := []string{"eval", filepath.Join(dir, "run.toml"), "--out", out}
+	for _, s := range strings.Fields(os.Getenv("BENCH_E2E_SET")) {
+		args = append(args, "--set", s)
+	}
+	t0 := time.Now()
+	cmdOut, err := exec.Command(bin, args...).CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		b.Fatalf("proctor: %v\n%s", err, cmdOut)
+	}
+	if n := passedRecords(b, filepath.Join(out, "results.jsonl")); n != w.rollouts {
+		b.Fatalf("proctor: %d of %d rollouts passed\n%s", n, w.rollouts, cmdOut)
+	}
+	var man struct {
+		RunID string `json:"run_id"`
+	}
+	m, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	json.Unmarshal(m, &man)
+	if n := containers(b, man.RunID); man.RunID == "" || n > 0 {
+		b.Fatalf("proctor left %d containers of run %q", n, man.RunID)
+	}
+	os.RemoveAll(out)
+	return d
+}
+
+// runBaselineE2E runs the workload with the docker-CLI baseline.
+func runBaselineE2E(b *testing.B, dir string, w e2eWorkload, round int) time.Duration {
+	root, _ := filepath.Abs("../..")
+	label := fmt.Sprintf("e2e-%d-%d", os.Getpid(), round)
+	cmd := exec.Command("bash", filepath.Join(root, "scripts/bench/docker-cli.sh"), sandboxtest.BaseImage(),
+		fmt.Sprint(w.rollouts), fmt.Sprint(w.concurrency), filepath.Join(dir, "calls.txt"),
+		filepath.Join(root, "testdata/tb2/tasks/hello-file/tests"), label)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("passed %d of %d", w.rollouts, w.rollouts)) {
+		exec.Command("bash", "-c", "docker rm -f $(docker ps -aq --filter label=proctor.bench="+label+") >/dev/null 2>&1").Run()
+		b.Fatalf("baseline: %v\n%s", err, out)
+	}
+	return d
+}
+
+// engineFloor creates, starts and removes as many containers as the
+// workload has rollouts, concurrency at once, through the Engine API: the
+// engine's own cost of the workload's sandboxes, with nothing else.
+func engineFloor(b *testing.B, cli *client.Client, w e2eWorkload) time.Duration {
+	ctx := context.Background()
+	sem := make(chan struct{}, w.concurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	t0 := time.Now()
+	for range w.rollouts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := floorOne(ctx, cli)
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if firstErr != nil {
+		b.Fatalf("engine floor: %v", firstErr)
+	}
+	return d
+}
+
+func floorOne(ctx context.Context, cli *client.Client) error {
+	pids := int64(1024)
+	c, err := cli.ContainerCreate(ctx,
+		&container.Config{Image: sandboxtest.BaseImage(), Entrypoint: []string{"sleep"}, Cmd: []string{"infinity"},
+			Labels: map[string]string{"proctor.bench": "floor"}},
+		&container.HostConfig{NetworkMode: "none", Resources: container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, PidsLimit: &pids}},
+		nil, nil, "")
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	return cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+}
+
+// passedRecords counts the passed rollouts in a results.jsonl.
+func passedRecords(b *testing.B, path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r struct {
+			Outcome string `json:"outcome"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Outcome == "passed" {
+			n++
+		}
+	}
+	return n
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// loadAverage is the machine's 1-minute load average, for the log.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
