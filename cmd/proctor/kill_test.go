@@ -185,6 +185,20 @@ func containers(t testing.TB, runID string) int {
 	return len(strings.Fields(string(out)))
 }
 
+// waitContainers waits (a while) until the run has n containers: those
+// of its running rollouts and those started ahead for the next.
+func waitContainers(t *testing.T, runID string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for containers(t, runID) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never had %d containers (running and started ahead)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+}
+
 // TestInterrupt sends Ctrl-C (SIGINT) mid-run: proctor stops starting
 // rollouts, cancels the running ones, removes their containers, writes the
 // summary and exits 130; a resume then finishes the run.
@@ -203,13 +217,14 @@ func TestInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Interrupt once both running rollouts are in their agent phase.
+	// Interrupt once both running rollouts are in their agent phase and
+	// the third one's sandbox waits, started ahead.
 	runID := waitRunning(t, out, 2)
 	if runID == "" {
 		cmd.Process.Kill()
 		t.Fatalf("rollouts never started:\n%s", stderr.String())
 	}
-	time.Sleep(time.Second)
+	waitContainers(t, runID, 3)
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
@@ -266,7 +281,7 @@ func TestSecondInterrupt(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	replayRun(t, dir, 2, "sleep 30", "concurrency = 2")
+	replayRun(t, dir, 3, "sleep 30", "concurrency = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	pipe, _ := cmd.StderrPipe()
@@ -293,7 +308,7 @@ func TestSecondInterrupt(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("rollouts never started")
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitContainers(t, runID, 3) // the third's started ahead
 	// The second signal after the first was taken (the kernel merges
 	// two pending SIGINTs into one).
 	cmd.Process.Signal(os.Interrupt)

@@ -58,6 +58,11 @@ type Run struct {
 	VerifyTimeout           Duration `toml:"verify_timeout" json:"verify_timeout"`
 	TeardownTimeout         Duration `toml:"teardown_timeout" json:"teardown_timeout"`
 	ProgressInterval        Duration `toml:"progress_interval" json:"progress_interval"`
+
+	// Prestart is how many rollouts may have their sandbox started ahead
+	// of their turn while others run; 0 turns it off. Default:
+	// concurrency.
+	Prestart *int `toml:"prestart" json:"prestart"`
 }
 
 // Model is the [model] section.
@@ -588,6 +593,10 @@ func (c *Config) defaults() {
 	if r.SandboxStartConcurrency == 0 {
 		r.SandboxStartConcurrency = r.Concurrency
 	}
+	if r.Prestart == nil {
+		n := r.Concurrency
+		r.Prestart = &n
+	}
 	if r.Attempts == 0 {
 		r.Attempts = 1
 	}
@@ -747,6 +756,8 @@ func (c *Config) validate(data []byte) error {
 		return bad("run.attempts", "must be at least 1", "")
 	case c.Run.Retries < 0:
 		return bad("run.retries", "must not be negative", "")
+	case c.Run.Prestart != nil && *c.Run.Prestart < 0:
+		return bad("run.prestart", "must not be negative", "0 turns starting sandboxes ahead off")
 	}
 	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay"); err != nil {
 		return err

@@ -55,6 +55,7 @@ func TestMistakes(t *testing.T) {
 		// (it used to be kept, and suggested back in the grants hint).
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['sandbox.exec', 'sandbox.exce']", `x.toml:5: env.grants: unknown capability "sandbox.exce"`, `did you mean "sandbox.exec"? the host operations are sandbox.exec, sandbox.read_file,`},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
+		{"[agent]\nkind='nop'\n[run]\nprestart = -1\n[env]\nplugin='x'", "x.toml:4: run.prestart", "0 turns"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
 	}
 	for _, c := range cases {
@@ -88,6 +89,13 @@ func TestSetOverrides(t *testing.T) {
 	}
 	if _, err := Parse([]byte("[env]\nplugin='x'\n"), "x.toml", []string{"agent.max_turn=3"}); err == nil || !strings.Contains(hintOf(err), "agent.max_turns") {
 		t.Fatalf("bad --set key: %v %q", err, hintOf(err))
+	}
+	if *c.Run.Prestart != c.Run.Concurrency {
+		t.Errorf("prestart defaults to %d, want the concurrency (%d)", *c.Run.Prestart, c.Run.Concurrency)
+	}
+	off, err := Parse([]byte("[run]\nprestart = 0\n[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", nil)
+	if err != nil || *off.Run.Prestart != 0 {
+		t.Errorf("prestart = 0: %v, want off", err)
 	}
 	res, _ := c.Resolved()
 	if !strings.Contains(string(res), "max_turns = 7") {

@@ -171,6 +171,7 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 		Env: p.Env, Backend: p.Backend, Agent: p.Agent, Store: r.store, Rewards: p.Rewards, Progress: r.progress,
 		Config: scheduler.Config{
 			RunID: r.man.RunID, Concurrency: c.Run.Concurrency, StartConcurrency: c.Run.SandboxStartConcurrency,
+			Prestart: prestart(c), GroupSize: groupSize(r.process, c),
 			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
 			AgentTimeoutScale: c.Run.AgentTimeoutScale, EnvRewardWeight: c.Env.RewardWeight,
 			Timeouts: scheduler.Timeouts{
@@ -181,6 +182,23 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 			Cost: cost(c.Model.Prices),
 		},
 	}
+}
+
+// prestart is how many sandboxes start ahead (0 for a config built
+// without its defaults).
+func prestart(c *config.Config) int {
+	if c.Run.Prestart == nil {
+		return 0
+	}
+	return *c.Run.Prestart
+}
+
+// groupSize is a process run's group size, 0 in an eval.
+func groupSize(process bool, c *config.Config) int {
+	if !process {
+		return 0
+	}
+	return c.Process.GroupSize
 }
 
 // specOverrides applies [sandbox] limits and pull to every sandbox spec;

@@ -42,8 +42,18 @@ type rollout struct {
 // rollout runs one try. ok is false when ctx was cancelled (Ctrl-C): the
 // rollout is then not recorded.
 func (r *Runner) rollout(ctx context.Context, j job, try int) (rundir.Record, bool) {
+	ro := r.newRollout(j, try)
+	ro.rec.StartedAt = time.Now().UTC()
+	r.Progress.Started(ro.id)
+	ok := ro.run(ctx, r.ahead.take(ro.id, try))
+	ro.rec.FinishedAt = time.Now().UTC() // after the sandbox and the plugin are closed
+	return ro.rec, ok
+}
+
+// newRollout is try try of job j, before its first phase.
+func (r *Runner) newRollout(j job, try int) *rollout {
 	id := RolloutID(j.task.ID, j.attempt)
-	ro := &rollout{r: r, task: j.task, attempt: j.attempt, try: try, id: id, rec: rundir.Record{
+	return &rollout{r: r, task: j.task, attempt: j.attempt, try: try, id: id, rec: rundir.Record{
 		RolloutID:  id,
 		TaskID:     j.task.ID,
 		Attempt:    j.attempt,
@@ -51,22 +61,18 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rundir.Record, bo
 		Category:   j.task.Category,
 		Difficulty: j.task.Difficulty,
 		Seed:       seedFor(r.Config.Seed, j.task.ID, j.attempt, try),
-		StartedAt:  time.Now().UTC(),
 		Phases:     map[string]float64{},
 	}}
-	r.Progress.Started(id)
-	ok := ro.run(ctx)
-	ro.rec.FinishedAt = time.Now().UTC() // after the sandbox and the plugin are closed
-	return ro.rec, ok
 }
 
-// run runs the phases in order; false when ctx was cancelled.
-func (ro *rollout) run(ctx context.Context) bool {
+// run runs the phases in order; false when ctx was cancelled. m, when
+// set, holds the sandbox started ahead for it.
+func (ro *rollout) run(ctx context.Context, m *member) bool {
 	if err := ro.startPlugin(ctx); err != nil {
 		return ro.fail(ctx, rundir.ClassPlugin, fmt.Errorf("start plugin for task %s: %w", ro.task.ID, err))
 	}
 	defer ro.closePlugin(ctx)
-	if err := ro.startSandbox(ctx); err != nil {
+	if err := ro.startSandbox(ctx, m); err != nil {
 		return ro.fail(ctx, rundir.ClassSandbox, phaseError("start sandbox", err))
 	}
 	defer ro.stopSandbox(ctx)
@@ -144,31 +150,18 @@ func (ro *rollout) closePlugin(ctx context.Context) {
 	_ = ro.env.Close(cctx)
 }
 
-// startSandbox asks the environment for its sandbox spec, adds the run's
-// adjustments and labels, starts the sandbox and binds it to the
-// environment's side.
-func (ro *rollout) startSandbox(ctx context.Context) error {
-	err := ro.phase(ctx, "sandbox_start", ro.r.Config.Timeouts.SandboxStart, func(ctx context.Context) (err error) {
-		ro.spec, err = ro.env.SandboxSpec(ctx)
-		if err != nil {
-			if classOf(err, "") == "" {
-				err = WithClass(rundir.ClassPlugin, err)
-			}
+// startSandbox starts the rollout's sandbox, or takes the one started
+// ahead for it (m, when set), and binds it to the environment's side.
+func (ro *rollout) startSandbox(ctx context.Context, m *member) error {
+	err := ro.phase(ctx, "sandbox_start", ro.r.Config.Timeouts.SandboxStart, func(ctx context.Context) error {
+		if err := ro.askSpec(ctx); err != nil {
 			return err
 		}
-		if ro.spec.Labels == nil {
-			ro.spec.Labels = map[string]string{}
-		}
-		if ro.r.Config.Spec != nil {
-			ro.r.Config.Spec(&ro.spec)
-		}
-		ro.spec.Labels[sandbox.LabelRun] = ro.r.Config.RunID
-		ro.spec.Labels[sandbox.LabelRollout] = ro.id
-		ro.rec.Image, ro.rec.Network = ro.spec.Image, string(ro.spec.Network)
-		if w, ok := ro.env.(interface{ NetworkWithheld() string }); ok {
-			ro.rec.NetworkWithheld = w.NetworkWithheld()
-		}
 		ro.idle(ctx)
+		if m != nil && ro.adopt(ctx, m) {
+			return nil
+		}
+		var err error
 		ro.sb, err = ro.r.start(ctx, ro.spec)
 		return err
 	})
@@ -178,6 +171,31 @@ func (ro *rollout) startSandbox(ctx context.Context) error {
 	ro.env.Bind(ro.sb, ro.reset)
 	if d, ok := ro.sb.(interface{ ImageDigest() string }); ok {
 		ro.rec.ImageDigest = d.ImageDigest()
+	}
+	return nil
+}
+
+// askSpec asks the environment for its sandbox spec and adds the run's
+// adjustments and labels.
+func (ro *rollout) askSpec(ctx context.Context) (err error) {
+	ro.spec, err = ro.env.SandboxSpec(ctx)
+	if err != nil {
+		if classOf(err, "") == "" {
+			err = WithClass(rundir.ClassPlugin, err)
+		}
+		return err
+	}
+	if ro.spec.Labels == nil {
+		ro.spec.Labels = map[string]string{}
+	}
+	if ro.r.Config.Spec != nil {
+		ro.r.Config.Spec(&ro.spec)
+	}
+	ro.spec.Labels[sandbox.LabelRun] = ro.r.Config.RunID
+	ro.spec.Labels[sandbox.LabelRollout] = ro.id
+	ro.rec.Image, ro.rec.Network = ro.spec.Image, string(ro.spec.Network)
+	if w, ok := ro.env.(interface{ NetworkWithheld() string }); ok {
+		ro.rec.NetworkWithheld = w.NetworkWithheld()
 	}
 	return nil
 }
@@ -354,20 +372,36 @@ func (ro *rollout) outcome() string {
 // duration to the record.
 func (ro *rollout) phase(ctx context.Context, name string, timeout time.Duration, f func(context.Context) error) error {
 	ro.r.Progress.Phase(ro.id, name)
+	start := time.Now()
+	err := within(ctx, name, timeout, f)
+	ro.rec.Phases[name] += time.Since(start).Seconds()
+	return err
+}
+
+// within runs f under timeout; an error it causes says which phase took
+// too long.
+func within(ctx context.Context, name string, timeout time.Duration, f func(context.Context) error) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	start := time.Now()
 	err := f(ctx)
-	ro.rec.Phases[name] += time.Since(start).Seconds()
 	if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (phase timeout %s)", err, timeout)
 	} else if err != nil && errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
 		err = fmt.Errorf("%s took longer than %s: %w", name, timeout, err)
 	}
 	return err
+}
+
+// startWithin starts a sandbox under the sandbox start timeout.
+func (r *Runner) startWithin(ctx context.Context, spec sandbox.Spec) (sb sandbox.Sandbox, err error) {
+	err = within(ctx, "sandbox_start", r.Config.Timeouts.SandboxStart, func(ctx context.Context) error {
+		sb, err = r.start(ctx, spec)
+		return err
+	})
+	return sb, err
 }
 
 // start starts a sandbox, at most StartConcurrency at once, within the

@@ -51,6 +51,12 @@ type Config struct {
 	// EnvRewardWeight weighs the environment's reward when Rewards are
 	// stacked (nil: 1).
 	EnvRewardWeight *float64
+	// Prestart is how many rollouts may have their sandbox started ahead
+	// of their turn, while others run (0: none).
+	Prestart int
+	// GroupSize, in a process run, is how many attempts of a task form a
+	// group; a group's sandboxes are started ahead together.
+	GroupSize int
 }
 
 // Runner runs the rollouts of one run.
@@ -69,6 +75,7 @@ type Runner struct {
 	OnRecord func(rundir.Record)
 
 	startSem *semaphore.Weighted
+	ahead    *ahead // the pool of the current Run; nil when Prestart is 0
 }
 
 // Stats counts what a Run did.
@@ -105,6 +112,13 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 	// so a failed record cancels the ones running.
 	g, stop := errgroup.WithContext(ctx)
 	g.SetLimit(c.Concurrency)
+	if c.Prestart > 0 {
+		r.ahead = r.startAhead(ctx, stop, jobs)
+		defer func() {
+			r.ahead.close(ctx)
+			r.ahead = nil
+		}()
+	}
 	for _, j := range jobs {
 		if stop.Err() != nil {
 			break

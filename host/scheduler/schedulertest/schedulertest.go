@@ -122,22 +122,30 @@ func (b *Backend) AllClosed() bool {
 }
 
 // Env is an environment whose task ids say how rollouts behave.
-type Env struct{}
+type Env struct {
+	// Open, when set, counts the rollouts' plugin instances made and not
+	// yet closed.
+	Open *atomic.Int32
+}
 
 var _ scheduler.Environment = Env{}
 
 type rollout struct {
+	env   Env
 	task  scheduler.Task
 	sb    sandbox.Sandbox
 	reset func(context.Context) (sandbox.Sandbox, error)
 }
 
 // NewRollout fails for tasks named plugin-broken*.
-func (Env) NewRollout(ctx context.Context, t scheduler.Task, info scheduler.RolloutInfo) (scheduler.Rollout, error) {
+func (e Env) NewRollout(ctx context.Context, t scheduler.Task, info scheduler.RolloutInfo) (scheduler.Rollout, error) {
 	if strings.HasPrefix(t.ID, "plugin-broken") {
 		return nil, errors.New("plugin trapped")
 	}
-	return &rollout{task: t}, nil
+	if e.Open != nil {
+		e.Open.Add(1)
+	}
+	return &rollout{env: e, task: t}, nil
 }
 
 func (r *rollout) SandboxSpec(ctx context.Context) (sandbox.Spec, error) {
@@ -190,7 +198,12 @@ func (r *rollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict,
 }
 
 func (r *rollout) Teardown(ctx context.Context) error { return nil }
-func (r *rollout) Close(ctx context.Context) error    { return nil }
+func (r *rollout) Close(ctx context.Context) error {
+	if r.env.Open != nil {
+		r.env.Open.Add(-1)
+	}
+	return nil
+}
 
 // Agent applies the oracle, waits for its deadline on tasks named slow*,
 // does nothing on tasks named nop*, and records how many ran at once.
