@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -93,7 +94,8 @@ const (
 )
 
 type cli struct {
-	LogLevel string `help:"Log level: debug, info, warn, error." default:"warn" enum:"debug,info,warn,error" name:"log-level"`
+	LogLevel   string `help:"Log level: debug, info, warn, error." default:"warn" enum:"debug,info,warn,error" name:"log-level"`
+	CPUProfile string `help:"Write a CPU profile (pprof) of the whole command to this file." name:"cpu-profile" type:"path" hidden:""`
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
@@ -153,6 +155,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return exitUsage
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(c.LogLevel)})))
+	if c.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			printError(stderr, err)
+			return exitUsage
+		}
+		defer stopProfile()
+	}
 
 	// Commands that run rollouts say what a Ctrl-C does to them.
 	note := "proctor: interrupted: stopping rollouts and saving results (Ctrl-C again to exit at once)"
@@ -226,6 +236,20 @@ func printError(w io.Writer, err error) {
 	if hint := fault.Hint(err); hint != "" {
 		fmt.Fprintf(w, "proctor: hint: %s\n", term.Text(hint))
 	}
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func parseLevel(s string) slog.Level {
