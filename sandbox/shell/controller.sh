@@ -66,6 +66,26 @@ coproc __TIMER {
     esac
   done
 }
+# __pos FD sets __sz to the offset of this shell's fd FD, which shares its
+# open file with the command's stdout or stderr: the bytes written there,
+# read without a process. Empty when /proc cannot tell.
+__pos() {
+  local k v
+  __sz=
+  while read -r k v; do
+    [ "$k" = pos: ] && { __sz=$v; return; }
+  done < "/proc/$$/fdinfo/$1"
+} 2>/dev/null
+# __slurp FILE SIZE reads a small output into __sv with builtins: only
+# when the file holds exactly SIZE bytes, none of them NUL (which bash
+# drops); otherwise it fails and the caller falls back to stat and cat.
+__slurp() {
+  __sv=
+  [ "$2" -le 65536 ] || return 1
+  [ "$2" -eq 0 ] && ! [ -s "$1" ] && return 0
+  IFS= read -r -N $(($2 + 1)) __sv < "$1"
+  [ "${#__sv}" -eq "$2" ]
+}
 __send() {
   if [ "$2" -le "$__cap" ]; then
     cat -- "$1"
@@ -120,15 +140,23 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
   fi
   __out=$__S/out.$__id __err=$__S/err.$__id
   __junk+=("$__out" "$__err")
+  # The controller holds the output files open too, to learn how much the
+  # command wrote from the shared offsets (__pos).
+  # If either cannot be opened, the command's redirection fails, and the
+  # command with it, as when it opened them itself.
+  __ofd= __efd=
+  exec {__ofd}>"$__out" || __ofd=
+  exec {__efd}>"$__err" || __efd=
   (
+    exec {__ofd}>&- {__efd}>&-
     if [ "$__fresh" != F ]; then
       unset -v "${__base[@]}" 2>/dev/null
       . "$__S/state"
       trap '__rc=$?; [ -z "$__proctor_keep" ] && { export -p; printf "cd -- %q 2>/dev/null\n" "$PWD"; } > "$__S/state"; exit $__rc' EXIT
     fi
     echo 500 > /proc/self/oom_score_adj 2>/dev/null
-    eval "unset -v __body __op __id __tmo __n __ni __fresh __f __oom __oomlast __base __junk __in __out __err __code __pid __timedout __pc __pm __pidsdir; $__body"
-  ) < "$__in" > "$__out" 2> "$__err" &
+    eval "unset -v __body __op __id __tmo __n __ni __fresh __f __oom __oomlast __base __junk __in __out __err __code __pid __timedout __pc __pm __pidsdir __ofd __efd __sz __sv __ov __ev __fast; $__body"
+  ) < "$__in" >&"$__ofd" 2>&"$__efd" &
   __pid=$!
   echo "@@PROCTOR START $__id $__pid"
   __timedout=0
@@ -153,17 +181,43 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
     [ "$__oom" != "$__oomlast" ] && __oomk=1
     __oomlast=$__oom
   fi
-  __os=0; __es=0
-  if [ -s "$__out" ] || [ -s "$__err" ]; then
-    stat -c %s -- "$__out" "$__err" > "$__S/sizes"
-    { read -r __os; read -r __es; } < "$__S/sizes"
+  # Small outputs go out through builtins (no stat, cat or rm: three
+  # processes a call, most of a short command's cost); anything else,
+  # through stat and cat.
+  __fast= __os= __es=
+  if [ -n "$__ofd" ] && [ -n "$__efd" ]; then
+    __pos "$__ofd"; __os=$__sz
+    __pos "$__efd"; __es=$__sz
+  fi
+  [ -n "$__ofd" ] && exec {__ofd}>&-
+  [ -n "$__efd" ] && exec {__efd}>&-
+  if [ -n "$__os" ] && [ -n "$__es" ] && __slurp "$__out" "$__os"; then
+    __ov=$__sv
+    __slurp "$__err" "$__es" && __ev=$__sv && __fast=1
+  fi
+  __sv=
+  if [ -z "$__fast" ]; then
+    __os=0; __es=0
+    if [ -s "$__out" ] || [ -s "$__err" ]; then
+      stat -c %s -- "$__out" "$__err" > "$__S/sizes"
+      { read -r __os; read -r __es; } < "$__S/sizes"
+    fi
   fi
   __ok=$__os; [ "$__os" -gt "$__cap" ] && __ok=$__cap
   __ek=$__es; [ "$__es" -gt "$__cap" ] && __ek=$__cap
   echo "@@PROCTOR DONE $__id $__code $__timedout $__oomk $__os $__es $__ok $__ek"
-  [ "$__os" -gt 0 ] && __send "$__out" "$__os"
-  [ "$__es" -gt 0 ] && __send "$__err" "$__es"
-  if [ "${#__junk[@]}" -ge 96 ] || [ "$__os" -gt 0 ] || [ "$__es" -gt 0 ]; then
+  if [ -n "$__fast" ]; then
+    printf '%s' "$__ov" "$__ev"
+    __ov= __ev=
+  else
+    [ "$__os" -gt 0 ] && __send "$__out" "$__os"
+    [ "$__es" -gt 0 ] && __send "$__err" "$__es"
+  fi
+  # What a command wrote is freed at once (a builtin truncation); the
+  # files themselves go in batches.
+  [ "$__os" -gt 0 ] && : > "$__out"
+  [ "$__es" -gt 0 ] && : > "$__err"
+  if [ "${#__junk[@]}" -ge 96 ]; then
     rm -f -- "${__junk[@]}"
     __junk=()
   fi

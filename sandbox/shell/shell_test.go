@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -16,8 +17,15 @@ import (
 // hostShell starts the controller as a host bash process in a temp folder.
 func hostShell(t testing.TB) *Shell {
 	t.Helper()
+	return hostShellEnv(t, nil)
+}
+
+// hostShellEnv is hostShell with env added to the controller's environment.
+func hostShellEnv(t testing.TB, env []string) *Shell {
+	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "-c", Bootstrap(), "proctor-shell", dir+"/state")
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
@@ -238,4 +246,69 @@ func FuzzParseDone(f *testing.F) {
 			t.Fatalf("accepted out-of-range frame %q: %+v", line, d)
 		}
 	})
+}
+
+// TestOutputExact: every way a command's output can come back (the
+// builtin path for small text, stat and cat for NUL bytes, large output,
+// or a file the command reopened) gives exactly what it wrote.
+func TestOutputExact(t *testing.T) {
+	sh := hostShell(t)
+	big := strings.Repeat("0123456789abcdef", 70000/16) + "\n"
+	for _, c := range []struct{ name, cmd, out, err string }{
+		{"empty", "true", "", ""},
+		{"text", "echo hello; echo oops >&2", "hello\n", "oops\n"},
+		{"no newline", "printf 'a  b\\n\\n  '", "a  b\n\n  ", ""},
+		{"backslashes", `printf '%s' 'a\nb\\'`, `a\nb\\`, ""},
+		{"nul", `printf 'a\0b\n'`, "a\x00b\n", ""},
+		{"large", "head -c 70000 /dev/zero | tr '\\0' x", strings.Repeat("x", 70000), ""},
+		{"large text", "for i in $(seq 4375); do printf 0123456789abcdef; done; echo", big, ""},
+		{"reopened", "echo a; echo b >> /dev/stdout", "a\nb\n", ""},
+		{"only reopened", "echo b >> /dev/stdout", "b\n", ""},
+		{"invalid utf-8", `printf '\xff\xfe\n'`, "\xff\xfe\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, sh, c.cmd, sandbox.ExecOptions{})
+			if r.Stdout != c.out || r.Stderr != c.err {
+				t.Errorf("stdout %d bytes %.60q, stderr %q; want %d bytes %.60q, %q", len(r.Stdout), r.Stdout, r.Stderr, len(c.out), c.out, c.err)
+			}
+		})
+	}
+	// The stream is still in step after all of them.
+	if r := run(t, sh, "echo after", sandbox.ExecOptions{}); r.Stdout != "after\n" {
+		t.Fatalf("after: %q", r.Stdout)
+	}
+}
+
+// TestSmallOutputSpawnsNothing: a command's small output comes back
+// without a process of the controller's (stat, cat, head, tail, rm), which
+// cost most of a short call; NUL bytes take the slow path, which proves
+// the wrappers see it.
+func TestSmallOutputSpawnsNothing(t *testing.T) {
+	dir := t.TempDir()
+	log := dir + "/spawned"
+	for _, name := range []string{"stat", "cat", "head", "tail", "rm"} {
+		real, err := exec.LookPath(name)
+		if err != nil {
+			t.Skip(name, err)
+		}
+		script := "#!/bin/sh\necho " + name + " >> " + log + "\nexec " + real + " \"$@\"\n"
+		if err := os.WriteFile(dir+"/"+name, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := hostShellEnv(t, []string{"PATH=" + dir + ":" + os.Getenv("PATH")})
+	for i := 0; i < 5; i++ {
+		if r := run(t, sh, "echo hello; echo err >&2", sandbox.ExecOptions{}); r.Stdout != "hello\n" || r.Stderr != "err\n" {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if b, _ := os.ReadFile(log); len(b) > 0 {
+		t.Errorf("small outputs spawned: %q", b)
+	}
+	if r := run(t, sh, `printf 'a\0b'`, sandbox.ExecOptions{}); r.Stdout != "a\x00b" {
+		t.Fatalf("nul: %q", r.Stdout)
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "cat") {
+		t.Errorf("NUL output did not take stat and cat: %q", b)
+	}
 }
