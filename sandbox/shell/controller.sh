@@ -78,10 +78,11 @@ __pos() {
 } 2>/dev/null
 # __slurp FILE SIZE reads a small output into __sv with builtins: only
 # when the file holds exactly SIZE bytes, none of them NUL (which bash
-# drops); otherwise it fails and the caller falls back to stat and cat.
+# drops), and SIZE is within the cap (a longer output is sent as its head
+# and tail); otherwise it fails and the caller falls back to stat and cat.
 __slurp() {
   __sv=
-  [ "$2" -le 65536 ] || return 1
+  [ "$2" -le 65536 ] && [ "$2" -le "$__cap" ] || return 1
   [ "$2" -eq 0 ] && ! [ -s "$1" ] && return 0
   IFS= read -r -N $(($2 + 1)) __sv < "$1"
   [ "${#__sv}" -eq "$2" ]

@@ -273,6 +273,11 @@ func TestOutputExact(t *testing.T) {
 			}
 		})
 	}
+	// A small output over a small cap is cut to its head and tail.
+	r := run(t, sh, "seq 1 300", sandbox.ExecOptions{MaxOutput: 100})
+	if !r.Truncated || !strings.HasPrefix(r.Stdout, "1\n2\n") || !strings.HasSuffix(r.Stdout, "299\n300\n") {
+		t.Errorf("small output over a small cap: %q", r.Stdout)
+	}
 	// The stream is still in step after all of them.
 	if r := run(t, sh, "echo after", sandbox.ExecOptions{}); r.Stdout != "after\n" {
 		t.Fatalf("after: %q", r.Stdout)
