@@ -42,6 +42,11 @@ type Config struct {
 	BaseDir string `toml:"-" json:"-"`
 }
 
+// DefaultPrestartMax bounds the default [run] prestart: a pool that size
+// keeps up with rollouts finishing many times a second, and a run with
+// 1,000 in flight does not hold 1,000 more sandboxes idle.
+const DefaultPrestartMax = 32
+
 // Run is the [run] section.
 type Run struct {
 	Name                    string   `toml:"name" json:"name"`
@@ -60,8 +65,8 @@ type Run struct {
 	ProgressInterval        Duration `toml:"progress_interval" json:"progress_interval"`
 
 	// Prestart is how many rollouts may have their sandbox started ahead
-	// of their turn while others run; 0 turns it off. Default:
-	// concurrency.
+	// of their turn while others run; 0 turns it off. Default: the
+	// concurrency, at most DefaultPrestartMax.
 	Prestart *int `toml:"prestart" json:"prestart"`
 }
 
@@ -594,7 +599,7 @@ func (c *Config) defaults() {
 		r.SandboxStartConcurrency = r.Concurrency
 	}
 	if r.Prestart == nil {
-		n := r.Concurrency
+		n := min(r.Concurrency, DefaultPrestartMax)
 		r.Prestart = &n
 	}
 	if r.Attempts == 0 {

@@ -93,6 +93,10 @@ func TestSetOverrides(t *testing.T) {
 	if *c.Run.Prestart != c.Run.Concurrency {
 		t.Errorf("prestart defaults to %d, want the concurrency (%d)", *c.Run.Prestart, c.Run.Concurrency)
 	}
+	wide, err := Parse([]byte("[run]\nconcurrency = 1000\n[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", nil)
+	if err != nil || *wide.Run.Prestart != DefaultPrestartMax {
+		t.Errorf("prestart at concurrency 1000: %v %v, want %d", err, wide.Run.Prestart, DefaultPrestartMax)
+	}
 	off, err := Parse([]byte("[run]\nprestart = 0\n[agent]\nkind='nop'\n[env]\nplugin='x'\n"), "x.toml", nil)
 	if err != nil || *off.Run.Prestart != 0 {
 		t.Errorf("prestart = 0: %v, want off", err)
