@@ -28,6 +28,11 @@ type wardenDirs struct {
 	off  bool // the engine is not on this machine, or refused the bind
 	mu   sync.Mutex
 	dirs map[string]string // warden hash -> folder
+
+	// The last warden hashed and its key: the embedded warden is one
+	// shared slice, hashed once rather than at every start.
+	last    []byte
+	lastKey string
 }
 
 // mount returns the bind mount of the folder for this warden, writing it
@@ -38,8 +43,12 @@ func (w *wardenDirs) mount(warden []byte) (mount.Mount, bool) {
 	if w.off {
 		return mount.Mount{}, false
 	}
-	sum := sha256.Sum256(warden)
-	key := hex.EncodeToString(sum[:12])
+	key := w.lastKey
+	if len(warden) == 0 || len(w.last) != len(warden) || &w.last[0] != &warden[0] {
+		sum := sha256.Sum256(warden)
+		key = hex.EncodeToString(sum[:12])
+		w.last, w.lastKey = warden, key
+	}
 	dir, ok := w.dirs[key]
 	if !ok {
 		var err error

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/proctor-dev/proctor/sandbox"
 )
@@ -32,6 +33,8 @@ const (
 
 // Warden returns the warden built for a Linux architecture ("amd64",
 // "arm64"). PROCTOR_WARDEN names a file to use instead, for development.
+// The embedded one is read once per architecture and shared (3.6 MB that
+// every sandbox start used to copy): callers must not change it.
 func Warden(arch string) ([]byte, error) {
 	if p := os.Getenv("PROCTOR_WARDEN"); p != "" {
 		b, err := os.ReadFile(p)
@@ -43,12 +46,19 @@ func Warden(arch string) ([]byte, error) {
 	if arch == "" {
 		arch = "amd64"
 	}
+	if b, ok := embedded.Load(arch); ok {
+		return b.([]byte), nil
+	}
 	b, err := fs.ReadFile(wardens, "warden/warden-linux-"+arch)
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox warden for linux/%s is not in this binary: build it with `make warden` (or `make build`)", arch)
 	}
+	embedded.Store(arch, b)
 	return b, nil
 }
+
+// embedded holds the embedded wardens read so far, by architecture.
+var embedded sync.Map
 
 // WardenCommand is the shell command that runs the warden with args.
 func WardenCommand(args ...string) string {
