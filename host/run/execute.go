@@ -80,6 +80,9 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	} else {
 		st, runErr = runner.Run(runCtx, tasks)
 	}
+	if p.Prune != nil {
+		r.sweep(ctx, p.Prune)
+	}
 	sum, err := r.finish(st, g)
 	if runErr == nil {
 		runErr = err
@@ -102,6 +105,21 @@ func (r *Run) prune(ctx context.Context, prune Pruner) {
 		r.notify(Notice{"warning", fmt.Sprintf("remove leftovers of the previous run: %v", err)})
 	case n > 0:
 		r.notify(Notice{"", fmt.Sprintf("removed %d leftover sandboxes of the interrupted run", n)})
+	}
+}
+
+// sweep removes what is left of the run's sandboxes once its rollouts are
+// over: one whose removal failed (the engine restarting under a start) is
+// removed now rather than left for a resume or `sandbox prune`.
+func (r *Run) sweep(ctx context.Context, prune Pruner) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	n, err := prune(ctx, r.man.RunID)
+	switch {
+	case err != nil:
+		r.notify(Notice{"warning", fmt.Sprintf("remove the run's leftover sandboxes: %v (proctor sandbox prune --run %s removes them later)", err, r.man.RunID)})
+	case n > 0:
+		r.notify(Notice{"warning", fmt.Sprintf("removed %d sandboxes of the run whose removal had failed", n)})
 	}
 }
 
