@@ -147,15 +147,10 @@ func (s *Sandbox) ready(ctx context.Context, t shell.Transport, state string, he
 	t.Stdout = out
 	nsInit := 0
 	if header {
-		line, err := out.ReadString('\n')
-		f := strings.Fields(line)
-		if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
+		var err error
+		if nsInit, err = shell.ReadNSHeader(out); err != nil {
 			t.Close()
-			return nil, 0, fmt.Errorf("start the agent's shell: %q: %v %s", line, err, stderr())
-		}
-		if nsInit, err = strconv.Atoi(f[2]); err != nil || nsInit < 2 {
-			t.Close()
-			return nil, 0, fmt.Errorf("start the agent's shell: bad namespace init %q", f[2])
+			return nil, 0, fmt.Errorf("start the agent's shell: %v %s", err, stderr())
 		}
 	}
 	sh := shell.New(t, state)

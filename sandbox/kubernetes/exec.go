@@ -199,7 +199,7 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	ns := 0
 	if cs.header {
 		stop := context.AfterFunc(ctx, cancel)
-		ns = readHeader(out)
+		ns, _ = shell.ReadNSHeader(out) // 0: the start fails below, with the shell's errors
 		stop()
 	}
 	c.Shell = shell.New(shell.Transport{
@@ -230,20 +230,6 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 		return nil, 0, fmt.Errorf("start shell (the image needs bash): %v %s: %w", s.explain(ctx, err), msg, shell.ErrNoShell)
 	}
 	return c, ns, nil
-}
-
-// readHeader reads the warden's "@@PROCTOR NS <pid>" line: the pid, or 0
-// when the line is not that.
-func readHeader(r *bufio.Reader) int {
-	line, err := r.ReadSlice('\n') // at most the buffer: a line, not a flood
-	f := strings.Fields(string(line))
-	if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
-		return 0
-	}
-	if n, err := strconv.Atoi(f[2]); err == nil && n >= 2 {
-		return n
-	}
-	return 0
 }
 
 // Close ends the controller's stream.

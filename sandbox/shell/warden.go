@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bufio"
 	"context"
 	"embed"
 	"errors"
@@ -59,6 +60,23 @@ func Warden(arch string) ([]byte, error) {
 
 // embedded holds the embedded wardens read so far, by architecture.
 var embedded sync.Map
+
+// ReadNSHeader reads the line `warden plugin` and `warden agent` print
+// before their shell starts, "@@PROCTOR NS <pid>", and returns the pid
+// (the process that holds the namespace, as the sandbox numbers it). The
+// line is read within r's buffer: a line, not a flood.
+func ReadNSHeader(r *bufio.Reader) (int, error) {
+	line, err := r.ReadSlice('\n')
+	f := strings.Fields(string(line))
+	if err != nil || len(f) != 3 || f[0] != "@@PROCTOR" || f[1] != "NS" {
+		return 0, fmt.Errorf("%q: %v", line, err)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil || n < 2 {
+		return 0, fmt.Errorf("bad namespace init %q", f[2])
+	}
+	return n, nil
+}
 
 // WardenCommand is the shell command that runs the warden with args.
 func WardenCommand(args ...string) string {
