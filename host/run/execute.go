@@ -52,7 +52,7 @@ type Result struct {
 // or write what it did.
 func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	if r.resumed && p.Prune != nil {
-		r.prune(ctx, p.Prune)
+		r.prune(ctx, p.Prune, false)
 	}
 	tasks, err := r.tasks(ctx, p)
 	if err != nil {
@@ -81,7 +81,10 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 		st, runErr = runner.Run(runCtx, tasks)
 	}
 	if p.Prune != nil {
-		r.sweep(ctx, p.Prune)
+		// Also after Ctrl-C: cleaning up is not what was interrupted.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		r.prune(cctx, p.Prune, true)
+		cancel()
 	}
 	sum, err := r.finish(st, g)
 	if runErr == nil {
@@ -97,29 +100,21 @@ func (r *Run) Execute(ctx context.Context, p Parts) (*Result, error) {
 	return res, nil
 }
 
-// prune removes the sandboxes an earlier, killed invocation left.
-func (r *Run) prune(ctx context.Context, prune Pruner) {
-	n, err := prune(ctx, r.man.RunID)
-	switch {
-	case err != nil:
-		r.notify(Notice{"warning", fmt.Sprintf("remove leftovers of the previous run: %v", err)})
-	case n > 0:
-		r.notify(Notice{"", fmt.Sprintf("removed %d leftover sandboxes of the interrupted run", n)})
+// prune removes the run's sandboxes that nothing holds: before a resume,
+// those an earlier, killed invocation left; once the rollouts are over
+// (end), any whose removal failed (the engine restarting under a start),
+// rather than leave them for a resume or `sandbox prune`.
+func (r *Run) prune(ctx context.Context, prune Pruner, end bool) {
+	what, level := "leftover sandboxes of the interrupted run", ""
+	if end {
+		what, level = "sandboxes of the run whose removal had failed", "warning"
 	}
-}
-
-// sweep removes what is left of the run's sandboxes once its rollouts are
-// over: one whose removal failed (the engine restarting under a start) is
-// removed now rather than left for a resume or `sandbox prune`.
-func (r *Run) sweep(ctx context.Context, prune Pruner) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
 	n, err := prune(ctx, r.man.RunID)
 	switch {
 	case err != nil:
-		r.notify(Notice{"warning", fmt.Sprintf("remove the run's leftover sandboxes: %v (proctor sandbox prune --run %s removes them later)", err, r.man.RunID)})
+		r.notify(Notice{"warning", fmt.Sprintf("remove %s: %v (proctor sandbox prune --run %s removes them later)", what, err, r.man.RunID)})
 	case n > 0:
-		r.notify(Notice{"warning", fmt.Sprintf("removed %d sandboxes of the run whose removal had failed", n)})
+		r.notify(Notice{level, fmt.Sprintf("removed %d %s", n, what)})
 	}
 }
 
