@@ -193,13 +193,9 @@ func runProctorE2E(b *testing.B, bin, dir string, w e2eWorkload, round int) time
 	if n := passedRecords(b, filepath.Join(out, "results.jsonl")); n != w.rollouts {
 		b.Fatalf("proctor: %d of %d rollouts passed\n%s", n, w.rollouts, cmdOut)
 	}
-	var man struct {
-		RunID string `json:"run_id"`
-	}
-	m, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-	json.Unmarshal(m, &man)
-	if n := containers(b, man.RunID); man.RunID == "" || n > 0 {
-		b.Fatalf("proctor left %d containers of run %q", n, man.RunID)
+	runID := runIDOf(out)
+	if n := containers(b, runID); runID == "" || n > 0 {
+		b.Fatalf("proctor left %d containers of run %q", n, runID)
 	}
 	os.RemoveAll(out)
 	return d

@@ -90,12 +90,8 @@ func TestEngineRestart(t *testing.T) {
 	t.Logf("%d of 6 rollouts ended as infra_error after the restart", infra)
 	// A start the restart cut short left its container stopped, and the
 	// failed removal; the run's end removes it.
-	var man struct {
-		RunID string `json:"run_id"`
-	}
-	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-	json.Unmarshal(b, &man)
-	if n := containers(t, man.RunID); man.RunID == "" || n != 0 {
-		t.Errorf("%d containers of run %q left after it ended", n, man.RunID)
+	runID := runIDOf(out)
+	if n := containers(t, runID); runID == "" || n != 0 {
+		t.Errorf("%d containers of run %q left after it ended", n, runID)
 	}
 }

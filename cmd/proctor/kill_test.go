@@ -48,17 +48,13 @@ func TestKillAndResume(t *testing.T) {
 	if before == 0 || before >= 16 {
 		t.Fatalf("killed with %d of 16 rollouts recorded; want some but not all", before)
 	}
-	var man struct {
-		RunID string `json:"run_id"`
-	}
-	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-	json.Unmarshal(b, &man)
-	if left := containers(t, man.RunID); left == 0 {
+	runID := runIDOf(out)
+	if left := containers(t, runID); left == 0 {
 		t.Log("no containers in flight at the kill")
 	}
 
 	resumeOnce(t, bin, dir, out, 16)
-	if n := containers(t, man.RunID); n != 0 {
+	if n := containers(t, runID); n != 0 {
 		t.Errorf("%d containers of the run left after the resume", n)
 	}
 }
@@ -158,15 +154,22 @@ tasks = [%s]
 func waitRunning(t *testing.T, out string, n int) string {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		var man struct {
-			RunID string `json:"run_id"`
-		}
-		b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-		if json.Unmarshal(b, &man) == nil && man.RunID != "" && containers(t, man.RunID) == n {
-			return man.RunID
+		if id := runIDOf(out); id != "" && containers(t, id) == n {
+			return id
 		}
 	}
 	return ""
+}
+
+// runIDOf is the run id in the manifest of the run directory out, "" when
+// there is none yet.
+func runIDOf(out string) string {
+	var man struct {
+		RunID string `json:"run_id"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	json.Unmarshal(b, &man)
+	return man.RunID
 }
 
 func countLines(path string) int {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -68,17 +66,13 @@ func TestKubernetesKillAndResume(t *testing.T) {
 	if before == 0 || before >= 4 {
 		t.Fatalf("killed with %d of 4 rollouts recorded; want some but not all", before)
 	}
-	var man struct {
-		RunID string `json:"run_id"`
-	}
-	b, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
-	json.Unmarshal(b, &man)
-	if n := pods(man.RunID); n == 0 {
+	runID := runIDOf(out)
+	if n := pods(runID); n == 0 {
 		t.Log("no pods in flight at the kill")
 	}
 
 	resumeOnce(t, bin, dir, out, 4)
-	if n := pods(man.RunID); n != 0 {
+	if n := pods(runID); n != 0 {
 		t.Errorf("%d pods of the run left after the resume", n)
 	}
 }
