@@ -278,7 +278,7 @@ func describeMachine(bin string) string {
 
 // TestMain prints the medians of every level after the benchmarks.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := wasmtest.Run(m)
 	if len(results) > 0 {
 		summarize(os.Stdout)
 	}

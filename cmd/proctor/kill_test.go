@@ -252,7 +252,7 @@ func TestInterrupt(t *testing.T) {
 func buildProctor(t testing.TB) string {
 	t.Helper()
 	builtOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "proctor-bin-")
+		dir, err := wasmtest.TempDir("bin-")
 		if err != nil {
 			builtErr = err
 			return

@@ -27,10 +27,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleanM{m}, map[string]func(){
 		"proctor": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }
+
+// cleanM removes, after the tests, the plugins and the binary they built.
+type cleanM struct{ m *testing.M }
+
+func (c cleanM) Run() int { return wasmtest.Run(c.m) }
 
 // TestScripts runs the end-to-end CLI scripts in testdata/script.
 func TestScripts(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
+	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sdk/python"
 )
 
@@ -83,7 +84,7 @@ func withImage(t testing.TB, b []byte) []byte {
 }
 
 var sharedCache = sync.OnceValue(func() string {
-	d, err := os.MkdirTemp("", "proctor-python-cache-")
+	d, err := wasmtest.TempDir("python-cache-")
 	if err != nil {
 		panic(err)
 	}

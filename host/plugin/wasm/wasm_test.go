@@ -15,9 +15,12 @@ import (
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
+// TestMain removes the plugins and the compile caches the tests shared.
+func TestMain(m *testing.M) { os.Exit(wasmtest.Run(m)) }
+
 // sharedCache lets the tests of this package compile each plugin once.
 var sharedCache = sync.OnceValue(func() string {
-	d, err := os.MkdirTemp("", "proctor-wasm-cache-")
+	d, err := wasmtest.TempDir("cache-")
 	if err != nil {
 		panic(err)
 	}

@@ -18,6 +18,48 @@ var (
 	dir   string
 )
 
+// makeRoot makes the test process's folder once; mu is held.
+func makeRoot() error {
+	if dir != "" {
+		return nil
+	}
+	d, err := os.MkdirTemp("", "proctor-wasmtest-")
+	if err != nil {
+		return err
+	}
+	dir = d
+	return nil
+}
+
+// TempDir returns a new folder that lives as long as the test process,
+// for what tests share across tests (a compile cache, a built binary),
+// where t.TempDir would remove it after the first. Run removes it.
+func TempDir(prefix string) (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if err := makeRoot(); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(dir, prefix)
+}
+
+// Run runs the tests and then removes what Build and TempDir wrote,
+// which no test's cleanup can; without it every test process would leave
+// its plugins (tens of MB) in the system's temporary folder. A TestMain
+// ends with os.Exit(wasmtest.Run(m)).
+func Run(m interface{ Run() int }) int {
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "wasmtest: %v\n", err)
+		}
+		dir, built = "", map[string]string{}
+	}
+	return code
+}
+
 // Flags are the go build flags of make plugins, which plugin new's
 // Makefile uses too: no symbol table (the wasm name section) and no paths
 // of the build machine. Panics still name their functions and lines.
@@ -40,12 +82,8 @@ func BuildWith(t testing.TB, pkg string, flags ...string) string {
 	if p, ok := built[key]; ok {
 		return p
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "proctor-wasmtest-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = d
+	if err := makeRoot(); err != nil {
+		t.Fatal(err)
 	}
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
