@@ -17,13 +17,23 @@ import (
 //     them (about a megabyte per Go plugin instance).
 //   - Every mutable global is exported as globalExport+index, so that a
 //     parked instance (park.go) can keep its globals and get them back.
+//   - Every loop counts its turns and, every yieldEvery turns, passes
+//     through the host and checks a global of the host's, exported as
+//     stopExport: the code traps when it is set, which is how the host
+//     stops a hook past its time (interruptible). A start section becomes
+//     an export, startExport, that the host calls the same way. Debug
+//     sections, whose code offsets this moves, are left out.
 //
 // The scan of the code finds whether an instance's whole state is its
 // linear memory and globals: not if the code writes a table or drops a
 // segment, whose state the host cannot read back.
 
-// globalExport prefixes the name of the exports the host adds.
-const globalExport = "proctor.global."
+// The names of the exports the host adds.
+const (
+	globalExport = "proctor.global." // a prefix
+	stopExport   = "proctor.stop"
+	startExport  = "proctor.start"
+)
 
 // moduleInfo is what the host learned of a plugin's code.
 type moduleInfo struct {
@@ -35,9 +45,12 @@ type moduleInfo struct {
 
 // Wasm binary section ids.
 const (
+	secCustom    = 0
 	secImport    = 2
+	secMemory    = 5
 	secGlobal    = 6
 	secExport    = 7
+	secStart     = 8
 	secCode      = 10
 	secData      = 11
 	secDataCount = 12
@@ -62,6 +75,7 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 	var imported, defined []global
 	exports := map[string]bool{}
 	hasDataCount := false
+	start := -1
 	for _, s := range secs {
 		var err error
 		switch s.id {
@@ -71,6 +85,10 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 			defined, err = readGlobals(s.body)
 		case secExport:
 			err = readExports(s.body, exports)
+		case secStart:
+			r := &reader{b: s.body}
+			start = int(r.u32())
+			err = r.err
 		case secCode:
 			err = scanCode(s.body)
 		case secDataCount:
@@ -80,6 +98,13 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 			info.unparkable = err.Error()
 		}
 	}
+	for _, name := range []string{stopExport, startExport} {
+		if exports[name] {
+			return nil, info, fmt.Errorf("the plugin exports %s itself, a name the host keeps for its own", name)
+		}
+	}
+	stop := uint64(len(imported) + len(defined)) // then the turn counter
+	hasMemory := slices.ContainsFunc(secs, func(s section) bool { return s.id == secMemory })
 	for i, g := range defined {
 		idx := len(imported) + i
 		if !g.mutable {
@@ -101,27 +126,157 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 	if info.unparkable != "" {
 		info.globals = nil
 	}
-	var out bytes.Buffer
-	out.Write(code[:8])
-	for _, s := range secs {
-		body := s.body
-		switch {
-		case s.id == secExport && len(info.globals) > 0:
-			body = addGlobalExports(body, info.globals)
-		case s.id == secData && !hasDataCount:
-			body = mergeData(body)
-		}
-		out.WriteByte(s.id)
-		out.Write(uleb(uint64(len(body))))
-		out.Write(body)
-	}
-	if len(info.globals) > 0 && !slices.ContainsFunc(secs, func(s section) bool { return s.id == secExport }) {
+	if !slices.ContainsFunc(secs, func(s section) bool { return s.id == secExport }) {
 		// Without an export section the module is no plugin; the
 		// compiler or the ABI check says so.
 		info.unparkable = "no export section"
 		return code, info, nil
 	}
+	exps := []export{{stopExport, 0x03, stop}}
+	if start >= 0 {
+		exps = append(exps, export{startExport, 0x00, uint64(start)})
+	}
+	for _, g := range info.globals {
+		exps = append(exps, export{globalExport + strconv.Itoa(g), 0x03, uint64(g)})
+	}
+	var out bytes.Buffer
+	out.Write(code[:8])
+	write := func(id byte, body []byte) {
+		out.WriteByte(id)
+		out.Write(uleb(uint64(len(body))))
+		out.Write(body)
+	}
+	hasGlobals := slices.ContainsFunc(secs, func(s section) bool { return s.id == secGlobal })
+	for _, s := range secs {
+		body := s.body
+		if !hasGlobals && after(s.id, secGlobal) {
+			write(secGlobal, addGlobals(nil))
+			hasGlobals = true
+		}
+		switch {
+		case s.id == secCustom && debugSection(body), s.id == secStart:
+			continue
+		case s.id == secGlobal:
+			body = addGlobals(body)
+		case s.id == secExport:
+			body = addExports(body, exps)
+		case s.id == secCode:
+			var err error
+			if body, err = instrument(body, stop, hasMemory); err != nil {
+				return nil, info, fmt.Errorf("read the code: %w", err)
+			}
+		case s.id == secData && !hasDataCount:
+			body = mergeData(body)
+		}
+		write(s.id, body)
+	}
 	return out.Bytes(), info, nil
+}
+
+// after reports whether a section of id comes after one of id other in a
+// module's order (custom sections go anywhere).
+func after(id, other byte) bool {
+	order := func(id byte) int {
+		switch id {
+		case secCustom:
+			return -1
+		case 13: // tags
+			return 55
+		case secDataCount:
+			return 95
+		}
+		return int(id) * 10
+	}
+	return order(id) > order(other)
+}
+
+// debugSection reports whether a custom section's body is DWARF's
+// (.debug_*), whose code offsets instrument moves.
+func debugSection(body []byte) bool {
+	r := &reader{b: body}
+	return bytes.HasPrefix(r.name(), []byte(".debug_")) && r.err == nil
+}
+
+// yieldEvery is how many turns of its loops the code makes between two
+// passes through the host.
+const yieldEvery = 4096
+
+// addGlobals adds to a global section's body (nil: none) the stop flag, a
+// mutable i32 at 0, and the turn counter, a mutable i32 at yieldEvery.
+func addGlobals(body []byte) []byte {
+	var n uint32
+	r := &reader{b: body}
+	if body != nil {
+		n = r.u32()
+	}
+	out := append(uleb(uint64(n)+2), body[r.i:]...)
+	out = append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41)
+	return append(append(out, sleb(yieldEvery)...), 0x0b)
+}
+
+// instrument returns a code section's body with, at the head of every
+// loop (where code can run for ever: a chain of calls ends in a stack
+// overflow), a count of the loop's turns, global stop+1, and every
+// yieldEvery turns a pass through the host and a check of global stop:
+//
+//	counter -= 1
+//	if counter == 0 { memory.grow(0); if stop { unreachable }; counter = yieldEvery }
+//
+// Native code is never preempted: without the pass through the host (a
+// memory.grow of 0 pages is one, and the cheapest), a loop would keep its
+// thread from the Go scheduler, and a garbage collection that must stop
+// the world, or the timer that raises the flag, would wait for it for
+// ever. wazero's own check (WithCloseOnContextDone) passes through the
+// host at every turn, which made Go plugins up to 10 times slower. A
+// module without memory, which no plugin is, gets the check alone.
+func instrument(b []byte, stop uint64, memory bool) ([]byte, error) {
+	get, set := func(g uint64) []byte { return append([]byte{0x23}, uleb(g)...) }, func(g uint64) []byte { return append([]byte{0x24}, uleb(g)...) }
+	var check []byte
+	check = append(check, get(stop+1)...)
+	check = append(check, 0x41, 0x01, 0x6b) // i32.const 1, i32.sub
+	check = append(check, set(stop+1)...)
+	check = append(check, get(stop+1)...)
+	check = append(check, 0x45, 0x04, 0x40) // i32.eqz, if
+	if memory {
+		check = append(check, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0, memory.grow 0, drop
+	}
+	check = append(check, get(stop)...)
+	check = append(check, 0x04, 0x40, 0x00, 0x0b, 0x41) // if, unreachable, end, i32.const
+	check = append(check, sleb(yieldEvery)...)
+	check = append(check, set(stop+1)...)
+	check = append(check, 0x0b) // end
+	r := &reader{b: b}
+	n := r.u32()
+	var out, body bytes.Buffer
+	out.Write(uleb(uint64(n)))
+	for ; n > 0 && r.err == nil; n-- {
+		f := &reader{b: r.bytes(int(r.u32()))}
+		for m := f.u32(); m > 0 && f.err == nil; m-- {
+			f.u32()
+			f.valtype()
+		}
+		body.Reset()
+		last := 0
+		for f.i < len(f.b) && f.err == nil {
+			loop := f.b[f.i] == 0x03
+			f.instr() // what it says of parking, scanCode said
+			if loop && f.err == nil {
+				body.Write(f.b[last:f.i])
+				body.Write(check)
+				last = f.i
+			}
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		body.Write(f.b[last:])
+		out.Write(uleb(uint64(body.Len())))
+		out.Write(body.Bytes())
+	}
+	if r.err == nil && r.i != len(r.b) {
+		r.fail("%d bytes past the last function", len(r.b)-r.i)
+	}
+	return out.Bytes(), r.err
 }
 
 type section struct {
@@ -198,20 +353,24 @@ func readExports(b []byte, names map[string]bool) error {
 	return r.err
 }
 
-// addGlobalExports adds an export of each global in idx to an export
-// section's body.
-func addGlobalExports(body []byte, idx []int) []byte {
+type export struct {
+	name string
+	kind byte // 0x00 a function, 0x03 a global
+	idx  uint64
+}
+
+// addExports adds exports to an export section's body.
+func addExports(body []byte, exps []export) []byte {
 	r := &reader{b: body}
 	n := r.u32()
 	var out bytes.Buffer
-	out.Write(uleb(uint64(n) + uint64(len(idx))))
+	out.Write(uleb(uint64(n) + uint64(len(exps))))
 	out.Write(body[r.i:])
-	for _, g := range idx {
-		name := globalExport + strconv.Itoa(g)
-		out.Write(uleb(uint64(len(name))))
-		out.WriteString(name)
-		out.WriteByte(0x03)
-		out.Write(uleb(uint64(g)))
+	for _, e := range exps {
+		out.Write(uleb(uint64(len(e.name))))
+		out.WriteString(e.name)
+		out.WriteByte(e.kind)
+		out.Write(uleb(e.idx))
 	}
 	return out.Bytes()
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -86,6 +88,13 @@ func TestScanCode(t *testing.T) {
 	} {
 		code := withCode(tc.body)
 		_, info, err := prepare(code)
+		if name == "unknown" || name == "cut" {
+			// Code the host cannot read it cannot make stoppable.
+			if err == nil || !strings.Contains(err.Error(), tc.refuse) {
+				t.Errorf("%s: prepare says %v, want %q", name, err, tc.refuse)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -223,9 +232,16 @@ func FuzzPrepare(f *testing.F) {
 	f.Fuzz(func(t *testing.T, code []byte) {
 		got, _, err := prepare(code)
 		if err != nil {
+			// The walk of the code knows every instruction wazero does.
+			// (A module refused for its counts is not compiled here:
+			// wazero would ask for the memory they claim.)
+			if strings.HasPrefix(err.Error(), "read the code") && compiles(t, code) == nil {
+				t.Fatalf("wazero takes the module, prepare refuses it: %v", err)
+			}
 			return
 		}
-		if len(got) > len(code)+64<<10 {
+		// A loop's two bytes gain a check of at most eight.
+		if len(got) > 5*len(code)+64<<10 {
 			t.Fatalf("%d bytes became %d", len(code), len(got))
 		}
 		if compiles(t, code) == nil {
@@ -234,4 +250,73 @@ func FuzzPrepare(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The stop flag prepare adds: code with loops computes what it did, a
+// raised flag stops a loop that would never end (here the start section's
+// function, which prepare turned into an export the host calls), and a
+// flag raised as the call returned on its own is lowered again. On one
+// thread, the endless loop lets the Go scheduler in: the timer that
+// raises the flag runs, and so does a garbage collection, which stops the
+// world.
+func TestStopFlag(t *testing.T) {
+	count := []byte{1, 1, 0x7f, // a local i32
+		0x02, 0x40, 0x03, 0x40, // block, loop
+		0x20, 1, 0x20, 0, 0x4f, 0x0d, 1, // local.get 1, local.get 0, i32.ge_u, br_if 1
+		0x20, 1, 0x41, 1, 0x6a, 0x21, 1, // local.get 1, i32.const 1, i32.add, local.set 1
+		0x0c, 0, 0x0b, 0x0b, // br 0, end, end
+		0x20, 1, 0x0b} // local.get 1, end
+	forever := []byte{0, 0x03, 0x40, 0x0c, 0, 0x0b, 0x0b} // loop, br 0, end, end
+	code := module(
+		section{1, vec([]byte{0x60, 0, 0}, []byte{0x60, 1, 0x7f, 1, 0x7f})}, // () -> (), (i32) -> i32
+		section{3, vec([]byte{0}, []byte{1})},
+		section{5, vec([]byte{0, 1})},
+		section{7, vec(append(append(uleb(5), "count"...), 0, 1))},
+		section{8, uleb(0)}, // start: function 0, which never returns
+		section{10, vec(append(uleb(uint64(len(forever))), forever...), append(uleb(uint64(len(count))), count...))},
+	)
+	got, _, err := prepare(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	mod, err := r.InstantiateWithConfig(ctx, got, wazero.NewModuleConfig().WithStartFunctions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(ctx context.Context, name string, args ...uint64) ([]uint64, error) {
+		var res []uint64
+		err := interruptible(ctx, mod, func() (err error) {
+			res, err = mod.ExportedFunction(name).Call(ctx, args...)
+			return err
+		})
+		return res, err
+	}
+	if res, err := call(ctx, "count", 1000); err != nil || res[0] != 1000 {
+		t.Fatalf("count(1000) = %v, %v", res, err)
+	}
+	// Raised while the call ends on its own: lowered, the next call runs.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := interruptible(done, mod, func() error { <-done.Done(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := call(ctx, "count", 7); err != nil || res[0] != 7 {
+		t.Fatalf("count(7) after a flag raised late = %v, %v", res, err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	ended := make(chan error)
+	go func() {
+		_, err := call(short, startExport)
+		ended <- err
+	}()
+	runtime.Gosched()
+	runtime.GC()
+	if err := <-ended; err == nil || short.Err() == nil {
+		t.Fatalf("the endless start function returned %v before its deadline", err)
+	}
 }
