@@ -362,6 +362,7 @@ func (r *pluginRollout) Close(ctx context.Context) error { return r.inst.Close(c
 
 var _ scheduler.Idler = (*pluginRollout)(nil)
 
-// Idle parks the plugin instance while the rollout waits: its next hook
-// re-creates it as it was (see wasm.Instance.Park).
-func (r *pluginRollout) Idle(ctx context.Context) { r.inst.Park(ctx) }
+// Idle lets the plugin instance be parked while the rollout waits, where
+// many are in flight: its next hook re-creates it as it was (see
+// wasm.Instance.Idle).
+func (r *pluginRollout) Idle(ctx context.Context) { r.inst.Idle(ctx) }

@@ -3,9 +3,11 @@ package env
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
@@ -48,11 +50,21 @@ func (a *answerer) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.
 	return scheduler.AgentOutput{Turns: 1}, in.Sandbox.WriteFile(ctx, "answer.txt", []byte("hello"), 0o644)
 }
 
-// While the agent works, the rollout's plugin instance is parked, and the
-// hooks after it run on the instance re-created from it.
+// While the agent works, the rollout's plugin instance is parked where
+// many are in flight (here: always), and the hooks after it run on the
+// instance re-created from it; with few in flight it stays whole.
 func TestPluginParksWhileTheAgentWorks(t *testing.T) {
+	for _, c := range []struct {
+		idle   int
+		parked bool
+	}{{-1, true}, {0, false}} {
+		t.Run(fmt.Sprintf("idle=%d", c.idle), func(t *testing.T) { testIdle(t, c.idle, c.parked) })
+	}
+}
+
+func testIdle(t *testing.T, idle int, wantParked bool) {
 	ctx := context.Background()
-	p := testPlugin(t, "./plugins/example", abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpDatasetRead)
+	p := testPluginOn(t, wasm.Config{IdleInstances: idle}, "./plugins/example", abi.OpExec, abi.OpReadFile, abi.OpWriteFile, abi.OpDatasetRead)
 	cfg, _ := json.Marshal(map[string]any{"image": "none", "tasks": []map[string]string{{"id": "a", "text": "hello"}, {"id": "b", "text": "hello"}}})
 	env := &watched{Plugin: &Plugin{Wasm: p, Config: cfg}, rollouts: map[string]*pluginRollout{}}
 	tasks, _, err := env.Tasks(ctx)
@@ -68,8 +80,8 @@ func TestPluginParksWhileTheAgentWorks(t *testing.T) {
 		if rec.Outcome != rundir.OutcomePassed {
 			t.Errorf("%s: %s %s", rec.RolloutID, rec.Outcome, rec.Error)
 		}
-		if !ag.parked[rec.RolloutID] {
-			t.Errorf("%s: the plugin instance was whole while the agent worked", rec.RolloutID)
+		if ag.parked[rec.RolloutID] != wantParked {
+			t.Errorf("%s: the plugin instance was parked %v while the agent worked, want %v", rec.RolloutID, ag.parked[rec.RolloutID], wantParked)
 		}
 	}
 }

@@ -50,8 +50,15 @@ func TestRewardOutOfRange(t *testing.T) {
 // test, on a runtime of its own, and grants it ops.
 func testPlugin(tb testing.TB, pkg string, ops ...string) *wasm.Plugin {
 	tb.Helper()
+	return testPluginOn(tb, wasm.Config{}, pkg, ops...)
+}
+
+// testPluginOn is testPlugin on a runtime made with cfg.
+func testPluginOn(tb testing.TB, cfg wasm.Config, pkg string, ops ...string) *wasm.Plugin {
+	tb.Helper()
 	ctx := context.Background()
-	rt, err := wasm.NewRuntime(ctx, wasm.Config{CacheDir: tb.TempDir()})
+	cfg.CacheDir = tb.TempDir()
+	rt, err := wasm.NewRuntime(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -113,6 +113,14 @@ func (i *Instance) unpark(ctx context.Context) error {
 	return nil
 }
 
+// Idle tells the instance that its rollout waits: it is parked when more
+// instances are whole than Config.IdleInstances.
+func (i *Instance) Idle(ctx context.Context) {
+	if i.p.r.whole.Load() > int64(i.p.r.cfg.IdleInstances) {
+		i.Park(ctx)
+	}
+}
+
 // Parked reports whether the instance is parked.
 func (i *Instance) Parked() bool {
 	i.mu.Lock()

@@ -62,7 +62,12 @@ type Config struct {
 	// StartingInstances is how many instances start at once (the rest
 	// wait their turn). Default 4 × GOMAXPROCS.
 	StartingInstances int
-	Log               *slog.Logger
+	// IdleInstances is how many instances stay whole while their
+	// rollouts wait (Instance.Idle); past it, Idle parks. Parking saves
+	// memory and costs CPU, for nothing where few rollouts are in
+	// flight. Default 4 × GOMAXPROCS; negative: Idle always parks.
+	IdleInstances int
+	Log           *slog.Logger
 }
 
 // Runtime compiles and runs plugins. It is safe for concurrent use.
@@ -133,6 +138,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.StartingInstances <= 0 {
 		cfg.StartingInstances = 4 * runtime.GOMAXPROCS(0)
+	}
+	if cfg.IdleInstances == 0 {
+		cfg.IdleInstances = 4 * runtime.GOMAXPROCS(0)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
