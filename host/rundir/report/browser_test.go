@@ -60,7 +60,8 @@ func newBrowser(tb testing.TB) context.Context {
 	actx, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(tb.TempDir()))
+		// Its own temporary folder: Chromium leaves folders behind in it.
+		chromedp.UserDataDir(tb.TempDir()), chromedp.Env("TMPDIR="+tb.TempDir()))
 	tb.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)
 	tb.Cleanup(cancel)
