@@ -80,7 +80,12 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 		var err error
 		switch s.id {
 		case secImport:
-			imported, err = readImports(s.body)
+			var bad error
+			if imported, err, bad = readImports(s.body); bad != nil {
+				// Without the count of imported globals, the host's
+				// own would take another's index.
+				return nil, info, fmt.Errorf("read the imports: %w", bad)
+			}
 		case secGlobal:
 			defined, err = readGlobals(s.body)
 		case secExport:
@@ -104,7 +109,7 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 		}
 	}
 	stop := uint64(len(imported) + len(defined)) // then the turn counter
-	hasMemory := slices.ContainsFunc(secs, func(s section) bool { return s.id == secMemory })
+	hasMemory := slices.ContainsFunc(secs, func(s section) bool { return s.id == secMemory && (&reader{b: s.body}).u32() > 0 })
 	for i, g := range defined {
 		idx := len(imported) + i
 		if !g.mutable {
@@ -215,8 +220,8 @@ func addGlobals(body []byte) []byte {
 }
 
 // instrument returns a code section's body with, at the head of every
-// loop (where code can run for ever: a chain of calls ends in a stack
-// overflow), a count of the loop's turns, global stop+1, and every
+// loop (where code can run for ever; calls without a loop end, if only in
+// a stack overflow), a count of the loop's turns, global stop+1, and every
 // yieldEvery turns a pass through the host and a check of global stop:
 //
 //	counter -= 1
@@ -308,26 +313,32 @@ type global struct {
 // numeric: i32, i64, f32 or f64, whose value the host reads and sets.
 func (g global) numeric() bool { return g.typ >= 0x7c && g.typ <= 0x7f }
 
-// readImports returns the imported globals, and refuses imported tables
-// and memories, whose state is shared with whoever provides them.
-func readImports(b []byte) ([]global, error) {
+// readImports returns the imported globals, all of them (their count
+// places the host's own), and, as refused, imported tables and memories,
+// whose state is shared with whoever provides them; bad is a section it
+// cannot read.
+func readImports(b []byte) (globals []global, refused, bad error) {
 	r := &reader{b: b}
-	var globals []global
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
 		r.name()
 		r.name()
 		switch kind := r.byte(); kind {
 		case 0x00:
 			r.u32()
-		case 0x01, 0x02:
-			return nil, errors.New("the plugin imports a table or a memory")
+		case 0x01:
+			r.byte() // the reference type
+			r.limits()
+			refused = errors.New("the plugin imports a table or a memory")
+		case 0x02:
+			r.limits()
+			refused = errors.New("the plugin imports a table or a memory")
 		case 0x03:
 			globals = append(globals, global{typ: r.byte(), mutable: r.byte() == 1})
 		default:
-			return nil, fmt.Errorf("import of unknown kind %#x", kind)
+			r.fail("import of unknown kind %#x", kind)
 		}
 	}
-	return globals, r.err
+	return globals, refused, r.err
 }
 
 func readGlobals(b []byte) ([]global, error) {

@@ -240,8 +240,8 @@ func FuzzPrepare(f *testing.F) {
 			}
 			return
 		}
-		// A loop's two bytes gain a check of at most eight.
-		if len(got) > 5*len(code)+64<<10 {
+		// A loop's two bytes gain a check of at most 49.
+		if len(got) > 26*len(code)+64<<10 {
 			t.Fatalf("%d bytes became %d", len(code), len(got))
 		}
 		if compiles(t, code) == nil {
@@ -294,17 +294,25 @@ func TestStopFlag(t *testing.T) {
 		})
 		return res, err
 	}
-	if res, err := call(ctx, "count", 1000); err != nil || res[0] != 1000 {
-		t.Fatalf("count(1000) = %v, %v", res, err)
+	// Past yieldEvery turns: the checks run, and find the flag down.
+	if res, err := call(ctx, "count", 3*yieldEvery); err != nil || res[0] != 3*yieldEvery {
+		t.Fatalf("count(%d) = %v, %v", 3*yieldEvery, res, err)
 	}
 	// Raised while the call ends on its own: lowered, the next call runs.
+	flag := mod.ExportedGlobal(stopExport)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := interruptible(done, mod, func() error { <-done.Done(); return nil }); err != nil {
-		t.Fatal(err)
+	err = interruptible(done, mod, func() error {
+		for flag.Get() == 0 {
+			runtime.Gosched()
+		}
+		return nil
+	})
+	if err != nil || flag.Get() != 0 {
+		t.Fatalf("a call that ended on its own: %v, flag %d", err, flag.Get())
 	}
-	if res, err := call(ctx, "count", 7); err != nil || res[0] != 7 {
-		t.Fatalf("count(7) after a flag raised late = %v, %v", res, err)
+	if res, err := call(ctx, "count", 3*yieldEvery); err != nil || res[0] != 3*yieldEvery {
+		t.Fatalf("count after a flag raised late = %v, %v", res, err)
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -318,5 +326,45 @@ func TestStopFlag(t *testing.T) {
 	runtime.GC()
 	if err := <-ended; err == nil || short.Err() == nil {
 		t.Fatalf("the endless start function returned %v before its deadline", err)
+	}
+}
+
+// The host's globals come after every global the module imports, even
+// beside an import the host refuses; and a memory section with no memory
+// gets the check without the pass through memory.grow, which would need
+// one.
+func TestStopFlagPlace(t *testing.T) {
+	loop := []byte{0, 0x03, 0x40, 0x0b, 0x0b}
+	code := module(
+		section{1, vec([]byte{0x60, 0, 0})},
+		section{2, vec(
+			append(append(append(uleb(1), 'm'), append(uleb(1), 't')...), 0x01, 0x70, 0x00, 0x01), // table
+			append(append(append(uleb(1), 'm'), append(uleb(1), 'g')...), 0x03, 0x7f, 0x00),       // global i32
+		)},
+		section{3, vec([]byte{0})},
+		section{5, vec()},
+		section{6, vec([]byte{0x7f, 1, 0x41, 5, 0x0b})},
+		section{7, vec(append(append(uleb(1), 'f'), 0, 0))},
+		section{10, vec(append(uleb(uint64(len(loop))), loop...))},
+	)
+	got, _, err := prepare(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, _ := sections(got)
+	for _, s := range secs {
+		if s.id != secExport {
+			continue
+		}
+		r := &reader{b: s.body}
+		for n := r.u32(); n > 0 && r.err == nil; n-- {
+			name, kind, idx := string(r.name()), r.byte(), r.u32()
+			if name == stopExport && (kind != 0x03 || idx != 2) {
+				t.Errorf("%s is export kind %#x index %d, want global 2", stopExport, kind, idx)
+			}
+		}
+	}
+	if err := compiles(t, got); err != nil {
+		t.Errorf("wazero refuses the rewrite: %v", err)
 	}
 }
