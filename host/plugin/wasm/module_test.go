@@ -299,17 +299,14 @@ func TestStopFlag(t *testing.T) {
 		t.Fatalf("count(%d) = %v, %v", 3*yieldEvery, res, err)
 	}
 	// Raised while the call ends on its own: lowered, the next call runs.
-	flag := mod.ExportedGlobal(stopExport)
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	err = interruptible(done, mod, func() error {
-		for flag.Get() == 0 {
-			runtime.Gosched()
-		}
-		return nil
-	})
-	if err != nil || flag.Get() != 0 {
-		t.Fatalf("a call that ended on its own: %v, flag %d", err, flag.Get())
+	s, err := newStopper(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.raise()
+	s.end(nil)
+	if v := mod.ExportedGlobal(stopExport).Get(); v != 0 {
+		t.Fatalf("the flag of a call that ended on its own is %d", v)
 	}
 	if res, err := call(ctx, "count", 3*yieldEvery); err != nil || res[0] != 3*yieldEvery {
 		t.Fatalf("count after a flag raised late = %v, %v", res, err)

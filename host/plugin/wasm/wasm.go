@@ -489,29 +489,52 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 // trap. The module is unusable after a trap; a flag raised as f returned
 // on its own is lowered again.
 func interruptible(ctx context.Context, mod api.Module, f func() error) error {
+	s, err := newStopper(mod)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, s.raise)
+	err = f()
+	stop()
+	s.end(err)
+	return err
+}
+
+// stopper raises a module's stop flag, until the call it watches ends.
+type stopper struct {
+	flag api.MutableGlobal
+
+	mu            sync.Mutex
+	ended, raised bool
+}
+
+func newStopper(mod api.Module) (*stopper, error) {
 	flag, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
 	if !ok {
-		return fmt.Errorf("the module has no %s flag: it was not prepared by the host", stopExport)
+		return nil, fmt.Errorf("the module has no %s flag: it was not prepared by the host", stopExport)
 	}
-	var mu sync.Mutex
-	done, raised := false, false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			flag.Set(1)
-			raised = true
-		}
-	})
-	err := f()
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	done = true
-	if raised && err == nil {
-		flag.Set(0)
+	return &stopper{flag: flag}, nil
+}
+
+// raise raises the flag, unless the call ended.
+func (s *stopper) raise() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended {
+		s.flag.Set(1)
+		s.raised = true
 	}
-	return err
+}
+
+// end says the call ended with err; a flag raised for a call that ended
+// on its own is lowered.
+func (s *stopper) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.raised && err == nil {
+		s.flag.Set(0)
+	}
 }
 
 // Instantiate makes a fresh instance for one rollout.
