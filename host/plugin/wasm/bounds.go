@@ -24,7 +24,7 @@ func checkBounds(secs []section) error {
 		case 1:
 			err = r.each("types", r.functype)
 		case 2:
-			err = r.each("imports", r.importEntry)
+			err = r.each("imports", func() error { r.importEntry(); return nil })
 		case 3, 4, 5, 6, 13:
 			r.count("entries")
 		case 7:
@@ -92,10 +92,14 @@ func (r *reader) limits() {
 	}
 }
 
-func (r *reader) importEntry() error {
+// importEntry reads an import: its kind and, for a global, the global's
+// type.
+func (r *reader) importEntry() (byte, global) {
 	r.name()
 	r.name()
-	switch kind := r.byte(); kind {
+	kind := r.byte()
+	var g global
+	switch kind {
 	case 0x00:
 		r.u32()
 	case 0x01:
@@ -104,15 +108,14 @@ func (r *reader) importEntry() error {
 	case 0x02:
 		r.limits()
 	case 0x03:
-		r.byte()
-		r.byte()
+		g = global{typ: r.byte(), mutable: r.byte() == 1}
 	case 0x04:
 		r.byte()
 		r.u32()
 	default:
 		r.fail("import of unknown kind %#x", kind)
 	}
-	return nil
+	return kind, g
 }
 
 // element reads an element segment in any of its eight forms.

@@ -74,8 +74,9 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 	}
 	var imported, defined []global
 	exports := map[string]bool{}
-	hasDataCount := false
+	hasDataCount, hasMemory := false, false
 	start := -1
+	var instrumented []byte
 	for _, s := range secs {
 		var err error
 		switch s.id {
@@ -94,8 +95,15 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 			r := &reader{b: s.body}
 			start = int(r.u32())
 			err = r.err
+		case secMemory:
+			hasMemory = (&reader{b: s.body}).u32() > 0
 		case secCode:
-			err = scanCode(s.body)
+			// Imports, globals and memory come before the code (the
+			// compiler refuses another order).
+			var bad error
+			if instrumented, err, bad = instrument(s.body, uint64(len(imported)+len(defined)), hasMemory); bad != nil {
+				return nil, info, fmt.Errorf("read the code: %w", bad)
+			}
 		case secDataCount:
 			hasDataCount = true
 		}
@@ -109,7 +117,6 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 		}
 	}
 	stop := uint64(len(imported) + len(defined)) // then the turn counter
-	hasMemory := slices.ContainsFunc(secs, func(s section) bool { return s.id == secMemory && (&reader{b: s.body}).u32() > 0 })
 	for i, g := range defined {
 		idx := len(imported) + i
 		if !g.mutable {
@@ -166,10 +173,7 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 		case s.id == secExport:
 			body = addExports(body, exps)
 		case s.id == secCode:
-			var err error
-			if body, err = instrument(body, stop, hasMemory); err != nil {
-				return nil, info, fmt.Errorf("read the code: %w", err)
-			}
+			body = instrumented
 		case s.id == secData && !hasDataCount:
 			body = mergeData(body)
 		}
@@ -234,7 +238,11 @@ func addGlobals(body []byte) []byte {
 // ever. wazero's own check (WithCloseOnContextDone) passes through the
 // host at every turn, which made Go plugins up to 10 times slower. A
 // module without memory, which no plugin is, gets the check alone.
-func instrument(b []byte, stop uint64, memory bool) ([]byte, error) {
+//
+// The same walk finds whether an instance's whole state is its memory
+// and globals: unparkable says why not (an instruction that writes a
+// table or drops a segment); bad is code it cannot read.
+func instrument(b []byte, stop uint64, memory bool) (out []byte, unparkable, bad error) {
 	get, set := func(g uint64) []byte { return append([]byte{0x23}, uleb(g)...) }, func(g uint64) []byte { return append([]byte{0x24}, uleb(g)...) }
 	var check []byte
 	check = append(check, get(stop+1)...)
@@ -252,8 +260,8 @@ func instrument(b []byte, stop uint64, memory bool) ([]byte, error) {
 	check = append(check, 0x0b) // end
 	r := &reader{b: b}
 	n := r.u32()
-	var out, body bytes.Buffer
-	out.Write(uleb(uint64(n)))
+	var code, body bytes.Buffer
+	code.Write(uleb(uint64(n)))
 	for ; n > 0 && r.err == nil; n-- {
 		f := &reader{b: r.bytes(int(r.u32()))}
 		for m := f.u32(); m > 0 && f.err == nil; m-- {
@@ -264,7 +272,9 @@ func instrument(b []byte, stop uint64, memory bool) ([]byte, error) {
 		last := 0
 		for f.i < len(f.b) && f.err == nil {
 			loop := f.b[f.i] == 0x03
-			f.instr() // what it says of parking, scanCode said
+			if err := f.instr(); err != nil && unparkable == nil {
+				unparkable = err
+			}
 			if loop && f.err == nil {
 				body.Write(f.b[last:f.i])
 				body.Write(check)
@@ -272,16 +282,19 @@ func instrument(b []byte, stop uint64, memory bool) ([]byte, error) {
 			}
 		}
 		if f.err != nil {
-			return nil, f.err
+			return nil, nil, f.err
 		}
 		body.Write(f.b[last:])
-		out.Write(uleb(uint64(body.Len())))
-		out.Write(body.Bytes())
+		code.Write(uleb(uint64(body.Len())))
+		code.Write(body.Bytes())
 	}
 	if r.err == nil && r.i != len(r.b) {
 		r.fail("%d bytes past the last function", len(r.b)-r.i)
 	}
-	return out.Bytes(), r.err
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	return code.Bytes(), unparkable, nil
 }
 
 type section struct {
@@ -320,22 +333,11 @@ func (g global) numeric() bool { return g.typ >= 0x7c && g.typ <= 0x7f }
 func readImports(b []byte) (globals []global, refused, bad error) {
 	r := &reader{b: b}
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		r.name()
-		r.name()
-		switch kind := r.byte(); kind {
-		case 0x00:
-			r.u32()
-		case 0x01:
-			r.byte() // the reference type
-			r.limits()
-			refused = errors.New("the plugin imports a table or a memory")
-		case 0x02:
-			r.limits()
+		switch kind, g := r.importEntry(); kind {
+		case 0x01, 0x02:
 			refused = errors.New("the plugin imports a table or a memory")
 		case 0x03:
-			globals = append(globals, global{typ: r.byte(), mutable: r.byte() == 1})
-		default:
-			r.fail("import of unknown kind %#x", kind)
+			globals = append(globals, g)
 		}
 	}
 	return globals, refused, r.err

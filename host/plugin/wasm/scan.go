@@ -2,29 +2,11 @@ package wasm
 
 import "fmt"
 
-// scanCode walks every instruction of a code section and fails on one that
-// changes instance state other than linear memory and globals (a table, a
-// segment's dropped state), which a parked instance would lose, or on one
-// it does not know.
-func scanCode(b []byte) error {
-	r := &reader{b: b}
-	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		body := &reader{b: r.bytes(int(r.u32()))}
-		for m := body.u32(); m > 0 && body.err == nil; m-- {
-			body.u32()
-			body.valtype()
-		}
-		for body.i < len(body.b) && body.err == nil {
-			if err := body.instr(); err != nil {
-				return err
-			}
-		}
-		if body.err != nil {
-			return body.err
-		}
-	}
-	return r.err
-}
+// The reader's walk of instructions, for instrument (module.go) and the
+// globals' constant expressions: instr knows every instruction wazero
+// does and says which change instance state other than linear memory and
+// globals (a table, a segment's dropped state), which a parked instance
+// would lose.
 
 // expr skips a constant expression, up to and with its end.
 func (r *reader) expr() error {
