@@ -29,28 +29,34 @@ import (
 // bootScript runs first in an isolated sandbox whose engine cannot bind the
 // warden's folder (wardendir.go): it puts the warden (the first $1 bytes of
 // stdin) into its folder, with the plugin shell's state folder, and hands
-// the rest of stdin to the warden's mux.
+// the rest of stdin, and its other arguments, to the warden's mux.
 const bootScript = `set -e
 rm -rf ` + shell.WardenDir + `
 mkdir -m 755 ` + shell.WardenDir + `
 mkdir -m 700 ` + pluginState + `
 head -c "$1" > ` + shell.WardenPath + `
 chmod 755 ` + shell.WardenPath + `
-exec ` + shell.WardenPath + ` mux
+shift
+exec ` + shell.WardenPath + ` mux "$@"
 `
 
 // entrypoint is what the container runs first: the shell controller
 // without isolation; with it, the warden's mux from its bound folder, or
 // the boot script that receives a copy of the warden (sent, the length of
-// send).
-func (b *Backend) entrypoint(send []byte) []string {
+// send). offline tells the mux that the engine left the container's
+// network off (see Start).
+func (b *Backend) entrypoint(send []byte, offline bool) []string {
+	mux := []string{shell.WardenPath, "mux"}
+	if offline {
+		mux = append(mux, "-no-network")
+	}
 	switch {
 	case !b.isolate:
 		return bootstrap(stateDir)
 	case send == nil:
-		return []string{shell.WardenPath, "mux"}
+		return mux
 	}
-	return []string{"bash", "-c", bootScript, "proctor-boot", strconv.Itoa(len(send))}
+	return append([]string{"bash", "-c", bootScript, "proctor-boot", strconv.Itoa(len(send))}, mux[2:]...)
 }
 
 // attachFirst asks the engine to keep the first process's standard

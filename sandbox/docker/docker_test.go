@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -603,5 +604,75 @@ func TestEndsWithItsConnection(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// TestNetworkNone: a sandbox on network "none" has a network namespace of
+// its own with nothing but a working loopback, and "localhost" resolves,
+// whether the engine sets its network up (without isolation) or the
+// engine leaves it off and the warden finishes it (isolated, with the
+// warden bound or sent).
+func TestNetworkNone(t *testing.T) {
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := `readlink /proc/self/ns/net
+tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,
+head -n 1 /etc/hosts
+python3 -c '
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+c = socket.create_connection(("localhost", s.getsockname()[1]), timeout=5)
+print("localhost ok")'`
+	for _, tc := range []struct {
+		name          string
+		isolate, bind bool
+	}{
+		{"plain", false, false},
+		{"isolated", true, true},
+		{"isolated-sent", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackend(t)
+			b.isolate = tc.isolate
+			if !tc.bind {
+				b.wardens.disable()
+			}
+			sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
+			ctx := context.Background()
+			for _, v := range []struct {
+				name string
+				sb   sandbox.Sandbox
+			}{{"plugin", sb}, {"agent", sb.Agent()}} {
+				r, err := v.sb.Exec(ctx, check, sandbox.ExecOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+				if r.ExitCode != 0 || len(lines) != 4 {
+					t.Fatalf("%s: %+v", v.name, r)
+				}
+				if lines[0] == host || !strings.HasPrefix(lines[0], "net:[") {
+					t.Errorf("%s: network namespace %s, this machine's %s", v.name, lines[0], host)
+				}
+				if lines[1] != "lo" {
+					t.Errorf("%s: interfaces %s, want only lo", v.name, lines[1])
+				}
+				if lines[2] != "127.0.0.1\tlocalhost" {
+					t.Errorf("%s: /etc/hosts starts %q", v.name, lines[2])
+				}
+				if lines[3] != "localhost ok" {
+					t.Errorf("%s: localhost: %q", v.name, lines[3])
+				}
+			}
+			ci, err := b.cli.ContainerInspect(ctx, sb.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ci.Config.NetworkDisabled != tc.isolate {
+				t.Errorf("the engine's network disabled %v, isolated %v", ci.Config.NetworkDisabled, tc.isolate)
+			}
+		})
 	}
 }

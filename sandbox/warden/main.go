@@ -4,11 +4,14 @@
 // isolated sandbox. It keeps what the agent starts apart from what the
 // verifier reads:
 //
-//	warden mux
+//	warden mux [-no-network]
 //	    the sandbox's first process: seals /.proctor read-only and serves
 //	    the mux protocol (sandbox/mux) on its standard streams, starting
 //	    the shells the host asks for on channels of their own, killing
 //	    process groups and running remounts for it, until stdin ends.
+//	    With -no-network (a container whose network the engine left
+//	    off), it first checks that the container has no interface but
+//	    the loopback, and writes the loopback /etc/hosts.
 //	warden plugin [-private DIR]... [-size MiB] [-user U] -- ARGV...
 //	    seals /.proctor read-only, enters a mount namespace of its own in
 //	    which every DIR is an empty private tmpfs, prints "@@PROCTOR NS
@@ -55,7 +58,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "mux":
-		err = serveMux(os.Stdin, os.Stdout)
+		err = runMux(args)
 	case "plugin":
 		err = plugin(args)
 	case "agent":
@@ -84,6 +87,19 @@ func main() {
 		}
 		fail(code, "%v", err)
 	}
+}
+
+// runMux runs the sandbox's first process.
+func runMux(args []string) error {
+	switch {
+	case len(args) == 1 && args[0] == "-no-network":
+		if err := noNetwork(); err != nil {
+			return err
+		}
+	case len(args) > 0:
+		return fmt.Errorf("usage: warden mux [-no-network]")
+	}
+	return serveMux(os.Stdin, os.Stdout)
 }
 
 // exitCode is an error that asks for a given exit status.

@@ -3,7 +3,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -45,4 +48,41 @@ func FuzzNumeric(f *testing.F) {
 func FuzzUnescape(f *testing.F) {
 	f.Add(`/a\040b`)
 	f.Fuzz(func(t *testing.T, s string) { unescape(s) })
+}
+
+func TestInterfaces(t *testing.T) {
+	dev := `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0: 1296      16    0    0    0     0          0         0      0       0    0    0    0     0       0          0
+`
+	got, err := interfaces(strings.NewReader(dev))
+	if err != nil || !slices.Equal(got, []string{"lo", "eth0"}) {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := interfaces(strings.NewReader("a\nb\nno colon here\n")); err == nil {
+		t.Fatal("a line without a name parsed")
+	}
+}
+
+func TestWriteHosts(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "passwd")
+	os.WriteFile(target, []byte("root:x:0:0\n"), 0o644)
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.Symlink("passwd", hosts); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeHosts(hosts); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "root:x:0:0\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if fi, err := os.Lstat(hosts); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("hosts is not a regular file: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(hosts); string(b) != loopbackHosts {
+		t.Errorf("hosts: %q", b)
+	}
 }
