@@ -162,7 +162,7 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
   echo "@@PROCTOR START $__id $__pid"
   __timedout=0
   if [ "$__tmo" -gt 0 ]; then
-    echo "ARM $__id $__pid $((__tmo / 1000)).$(printf '%03d' $((__tmo % 1000)))" >&"${__TIMER[1]}"
+    printf 'ARM %s %s %d.%03d\n' "$__id" "$__pid" $((__tmo / 1000)) $((__tmo % 1000)) >&"${__TIMER[1]}"
   fi
   wait "$__pid"; __code=$?
   if [ "$__tmo" -gt 0 ]; then

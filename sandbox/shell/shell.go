@@ -31,7 +31,7 @@ var controller string
 // Bootstrap returns the bash script a backend runs (with `bash -c SCRIPT
 // proctor-shell STATEDIR`) to start the controller in stateDir.
 func Bootstrap() string {
-	return `mkdir -p "$1" || exit 1
+	return `[ -d "$1" ] || mkdir -p "$1" || exit 1
 ` + controller
 }
 
