@@ -354,6 +354,13 @@ func readLog(path string) (string, error) {
 		b[:head], size-int64(head)-int64(len(res.Stdout)), size, path, res.Stdout), nil
 }
 
+// prepareVerifier makes /logs/verifier and /tests empty folders, with a
+// process only where there is something to make or delete.
+const prepareVerifier = `for d in /logs/verifier /tests; do [ -d "$d" ] || mkdir -p "$d" || exit 1; done
+shopt -s nullglob dotglob
+set -- /logs/verifier/* /tests/*
+[ $# -eq 0 ] || find /logs/verifier /tests -mindepth 1 -delete`
+
 func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	t, err := task(r.RolloutRequest)
 	if err != nil {
@@ -362,8 +369,9 @@ func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	// The host emptied the private folders when the agent's turn ended,
 	// and nothing the agent runs can reach them; empty them here too for a
 	// backend that keeps them as plain folders, and upload the tests only
-	// now.
-	res, err := sdk.Exec(abi.ExecRequest{Cmd: "mkdir -p /logs/verifier /tests && find /logs/verifier /tests -mindepth 1 -delete", TimeoutMs: 60000, Env: map[string]string{}})
+	// now. Folders that are there and empty (the isolated case) cost no
+	// process.
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: prepareVerifier, TimeoutMs: 60000, Env: map[string]string{}})
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
@@ -377,7 +385,7 @@ func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	// program, its output and errors in test-stdout.txt, with
 	// [verifier].env.
 	const stdout = verifierDir + "/test-stdout.txt"
-	res, err = sdk.Exec(abi.ExecRequest{Cmd: "chmod +x " + testsDir + "/test.sh; (" + testsDir + "/test.sh) > " + stdout + " 2>&1",
+	res, err = sdk.Exec(abi.ExecRequest{Cmd: "[ -x " + testsDir + "/test.sh ] || chmod +x " + testsDir + "/test.sh; (" + testsDir + "/test.sh) > " + stdout + " 2>&1",
 		TimeoutMs: int64(t.VerifierTimeoutSec * 1000), Env: t.VerifierEnv})
 	if err != nil {
 		return abi.VerifyResponse{}, err
@@ -407,7 +415,11 @@ func testResults(log string) []abi.TestResult {
 			return tests
 		}
 	}
-	res, err := sdk.Exec(abi.ExecRequest{Cmd: `cd /logs/verifier && for f in *.xml; do [ -f "$f" ] && echo "$f"; done | head -n 8`, TimeoutMs: 60000})
+	res, err := sdk.Exec(abi.ExecRequest{Cmd: `cd /logs/verifier && n=0 && for f in *.xml; do
+  [ -f "$f" ] || continue
+  echo "$f"; n=$((n + 1))
+  if [ "$n" -ge 8 ]; then break; fi
+done`, TimeoutMs: 60000})
 	if err == nil {
 		var tests []abi.TestResult
 		for _, name := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
