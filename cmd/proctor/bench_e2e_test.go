@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,13 +100,24 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	}
 	defer cli.Close()
 	script := floorScript(b, w)
-	var proctor, baseline, floor, withCommands []time.Duration
+	// Each part's wall time and the machine's CPU time while it ran: on a
+	// machine whose cores the run keeps busy, CPU is what throughput buys.
+	var proctor, baseline, floor, withCommands, proctorCPU, floorCPU, withCommandsCPU []time.Duration
+	timed := func(wall, cpu *[]time.Duration, f func() time.Duration) {
+		c0 := machineCPU()
+		*wall = append(*wall, f())
+		if cpu != nil {
+			*cpu = append(*cpu, machineCPU()-c0)
+		}
+	}
 	round := 0
 	for b.Loop() {
 		load := loadAverage()
 		steps := []func(){
-			func() { proctor = append(proctor, runProctorE2E(b, bin, dir, w, round)) },
-			func() { baseline = append(baseline, runBaselineE2E(b, dir, w, round)) },
+			func() {
+				timed(&proctor, &proctorCPU, func() time.Duration { return runProctorE2E(b, bin, dir, w, round) })
+			},
+			func() { timed(&baseline, nil, func() time.Duration { return runBaselineE2E(b, dir, w, round) }) },
 		}
 		if round%2 == 1 {
 			slices.Reverse(steps)
@@ -113,13 +125,15 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 		for _, s := range steps {
 			s()
 		}
-		floor = append(floor, engineFloor(b, cli, w, ""))
-		withCommands = append(withCommands, engineFloor(b, cli, w, script))
-		b.Logf("round %d (load %s): proctor %.2fs  baseline %.2fs  floor %.2fs  floor with the commands %.2fs", round, load,
-			proctor[round].Seconds(), baseline[round].Seconds(), floor[round].Seconds(), withCommands[round].Seconds())
+		timed(&floor, &floorCPU, func() time.Duration { return engineFloor(b, cli, w, "") })
+		timed(&withCommands, &withCommandsCPU, func() time.Duration { return engineFloor(b, cli, w, script) })
+		b.Logf("round %d (load %s): proctor %.2fs (CPU %.2fs)  baseline %.2fs  floor %.2fs (CPU %.2fs)  floor with the commands %.2fs (CPU %.2fs)", round, load,
+			proctor[round].Seconds(), proctorCPU[round].Seconds(), baseline[round].Seconds(), floor[round].Seconds(), floorCPU[round].Seconds(),
+			withCommands[round].Seconds(), withCommandsCPU[round].Seconds())
 		round++
 	}
 	p, bl, f, fc := median(proctor), median(baseline), median(floor), median(withCommands)
+	pc, fcpu, fccpu := median(proctorCPU), median(floorCPU), median(withCommandsCPU)
 	b.ReportMetric(p.Seconds(), "proctor-s")
 	b.ReportMetric(bl.Seconds(), "baseline-s")
 	b.ReportMetric(f.Seconds(), "floor-s")
@@ -127,11 +141,16 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	b.ReportMetric(bl.Seconds()/p.Seconds(), "x-baseline")
 	// The harness figure: proctor's time beyond the engine's own
 	// create+start+remove and the commands themselves, against the
-	// engine's cost.
+	// engine's cost; in wall time and in the machine's CPU.
 	b.ReportMetric(100*(p-fc).Seconds()/f.Seconds(), "overhead-%")
+	b.ReportMetric(100*(pc-fccpu).Seconds()/fcpu.Seconds(), "overhead-cpu-%")
+	n := float64(w.rollouts)
 	b.Logf("medians of %d rounds: proctor %.2fs, baseline %.2fs (%.2fx), engine floor %.2fs, with the commands %.2fs; proctor beyond that: %.0f ms per rollout (%.0f%% of the engine floor's)",
 		len(proctor), p.Seconds(), bl.Seconds(), bl.Seconds()/p.Seconds(), f.Seconds(), fc.Seconds(),
-		float64((p-fc).Milliseconds())/float64(w.rollouts), 100*(p-fc).Seconds()/f.Seconds())
+		float64((p-fc).Milliseconds())/n, 100*(p-fc).Seconds()/f.Seconds())
+	b.Logf("machine CPU per rollout: proctor %.0f ms, engine floor %.0f ms, with the commands %.0f ms; proctor beyond that: %.0f ms (%.0f%% of the engine floor's)",
+		float64(pc.Milliseconds())/n, float64(fcpu.Milliseconds())/n, float64(fccpu.Milliseconds())/n,
+		float64((pc-fccpu).Milliseconds())/n, 100*(pc-fccpu).Seconds()/fcpu.Seconds())
 	b.StopTimer()
 }
 
@@ -346,6 +365,26 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// machineCPU is the CPU time all the machine's cores have spent busy
+// (user, nice, system, irq, softirq, steal), from /proc/stat.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait, guest (counted in user)
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // loadAverage is the machine's 1-minute load average, for the log.
