@@ -164,7 +164,9 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
   if [ "$__tmo" -gt 0 ]; then
     printf 'ARM %s %s %d.%03d\n' "$__id" "$__pid" $((__tmo / 1000)) $((__tmo % 1000)) >&"${__TIMER[1]}"
   fi
-  wait "$__pid"; __code=$?
+  # wait's own stderr takes the job's "Done" notice, which would otherwise
+  # grow controller.err by the subshell's text on every call.
+  wait "$__pid" 2>/dev/null; __code=$?
   if [ "$__tmo" -gt 0 ]; then
     echo DISARM >&"${__TIMER[1]}"
     if [ -e "$__S/fired.$__id" ]; then

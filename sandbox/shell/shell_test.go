@@ -317,3 +317,26 @@ func TestSmallOutputSpawnsNothing(t *testing.T) {
 		t.Errorf("NUL output did not take stat and cat: %q", b)
 	}
 }
+
+// TestControllerLogStaysQuiet: the controller's error log holds its own
+// errors only. Job control used to append a "Done" notice with the whole
+// subshell's text to it on every call: megabytes of the sandbox's disk in
+// a long rollout.
+func TestControllerLogStaysQuiet(t *testing.T) {
+	sh := hostShell(t)
+	for i := 0; i < 10; i++ {
+		run(t, sh, "true", sandbox.ExecOptions{})
+		run(t, sh, "exit 3", sandbox.ExecOptions{Timeout: time.Minute})
+		run(t, sh, "echo out; echo err >&2; kill -TERM $BASHPID", sandbox.ExecOptions{Fresh: true})
+	}
+	if r := run(t, sh, "sleep 5", sandbox.ExecOptions{Timeout: 100 * time.Millisecond}); !r.TimedOut {
+		t.Fatalf("no timeout: %+v", r)
+	}
+	b, err := os.ReadFile(sh.state + "/controller.err")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 {
+		t.Errorf("controller.err after 31 calls: %d bytes, starting %q", len(b), b[:min(len(b), 200)])
+	}
+}
