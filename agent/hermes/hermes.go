@@ -143,7 +143,19 @@ type Session struct {
 
 // NewSession starts a rollout's session on sh.
 func (t *Toolset) NewSession(sh Shell) *Session {
-	return &Session{t: t, sh: sh, has: map[string]bool{}}
+	return &Session{t: t, sh: fresh{sh}, has: map[string]bool{}}
+}
+
+// fresh runs every command from the sandbox's starting state: hermes' own
+// backends start each command in a process of its own from the working
+// directory, so nothing persists between its calls, and the persistent
+// shell's state would only cost a restore and a save on each (and, where
+// the plugin shares the shell, carry its cd and exports to the agent).
+type fresh struct{ sh Shell }
+
+func (f fresh) Exec(ctx context.Context, cmd string, opts sandbox.ExecOptions) (sandbox.ExecResult, error) {
+	opts.Fresh = true
+	return f.sh.Exec(ctx, cmd, opts)
 }
 
 // envTimeout is a file operation's time limit: the backend's default,
