@@ -49,6 +49,14 @@ type Backend struct {
 	armor     bool
 	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
 	wardens   wardenDirs
+
+	// networked: the engine gave a container whose network was disabled
+	// a network anyway, so isolated sandboxes on "none" get the engine's
+	// network "none" instead (see Start).
+	networked atomic.Bool
+	// fakeNetworked makes the first such container join this machine's
+	// network, as that engine would (tests only).
+	fakeNetworked bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -327,8 +335,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	// the warden checks that it has nothing else and writes the /etc/hosts
 	// the engine would have written. Without isolation the first process
 	// may not be root, so the engine keeps doing it.
-	offline := b.isolate && network == sandbox.NetworkNone
+	offline := b.isolate && network == sandbox.NetworkNone && !b.networked.Load()
 	cfg.NetworkDisabled = offline
+	if offline && b.fakeNetworked {
+		cfg.NetworkDisabled, hc.NetworkMode = false, container.NetworkMode(sandbox.NetworkHost)
+	}
 	attachFirst(cfg, hc)
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
@@ -368,6 +379,14 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if err := s.boot(ctx, send, env); err != nil {
 		s.remove(ctx)
+		if offline && strings.Contains(err.Error(), mux.NetworkNotOff) {
+			// An engine that ignores a disabled network: its own
+			// network "none" from now on, for this sandbox too.
+			if !b.networked.Swap(true) {
+				b.log.Warn("the engine gave a container whose network was off a network anyway: isolated sandboxes get the engine's network \"none\" instead", "err", err)
+			}
+			return b.Start(ctx, spec)
+		}
 		return nil, fmt.Errorf("container from %s: %w", image, err)
 	}
 	if hc.StorageOpt == nil {

@@ -676,3 +676,29 @@ print("localhost ok")'`
 		})
 	}
 }
+
+// TestNetworkNotOff: an engine that gives a container whose network was
+// disabled a network anyway (faked here with this machine's network) makes
+// the warden refuse to start, and the backend start the sandbox, and every
+// later one, on the engine's network "none" instead.
+func TestNetworkNotOff(t *testing.T) {
+	b := newBackend(t)
+	b.fakeNetworked = true
+	for i := 0; i < 2; i++ {
+		sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
+		r, err := sb.Agent().Exec(context.Background(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{})
+		if err != nil || strings.TrimSpace(r.Stdout) != "lo" {
+			t.Fatalf("sandbox %d: interfaces %q %v", i, r.Stdout, err)
+		}
+		ci, err := b.cli.ContainerInspect(context.Background(), sb.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.Config.NetworkDisabled || ci.HostConfig.NetworkMode != "none" {
+			t.Errorf("sandbox %d: network disabled %v, mode %q", i, ci.Config.NetworkDisabled, ci.HostConfig.NetworkMode)
+		}
+	}
+	if !b.networked.Load() {
+		t.Error("the backend did not fall back")
+	}
+}

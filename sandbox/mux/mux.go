@@ -85,6 +85,12 @@ type Frame struct {
 	Payload []byte
 }
 
+// NetworkNotOff starts what the warden's mux says on stderr, and exits,
+// when the host started it with -no-network in a container that has a
+// network interface besides the loopback: the engine did not honour the
+// disabled network, and the host falls back to the engine's own "none".
+const NetworkNotOff = "network off, but the container has"
+
 // ErrFrame: the stream holds something that is not a frame.
 var ErrFrame = errors.New("bad mux frame")
 

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/proctor-dev/proctor/sandbox/mux"
 )
 
 // loopbackHosts is the /etc/hosts the engine writes for a container on
@@ -44,7 +46,7 @@ func noNetwork() error {
 	}
 	for _, n := range names {
 		if n != "lo" {
-			return fmt.Errorf("network off, but the container has the interfaces %v: the engine gave it no network namespace of its own", names)
+			return fmt.Errorf("%s the interfaces %v", mux.NetworkNotOff, names)
 		}
 	}
 	return writeHosts("/etc/hosts")
