@@ -264,14 +264,18 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if len(private) > 0 && !b.isolate {
 		return nil, fmt.Errorf("the spec has private folders %v, but this docker backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
 	}
-	image, err := b.ensureImage(ctx, spec)
+	image, found, err := b.ensureImage(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	ii, err := b.cli.ImageInspect(ctx, image)
-	if err != nil {
-		return nil, fmt.Errorf("inspect image %s: %w", image, engineError(err))
+	if found == nil {
+		ii, err := b.cli.ImageInspect(ctx, image)
+		if err != nil {
+			return nil, fmt.Errorf("inspect image %s: %w", image, engineError(err))
+		}
+		found = &ii
 	}
+	ii := *found
 	var warden []byte
 	if b.isolate {
 		if warden, err = shell.Warden(ii.Architecture); err != nil {

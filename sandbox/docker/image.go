@@ -33,31 +33,34 @@ type buildJob struct {
 }
 
 // ensureImage returns an image reference that exists locally: the spec's
-// image, pulled when allowed, or built from the spec's context.
-func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, error) {
+// image, pulled when allowed, or built from the spec's context; and the
+// image's inspection where finding it took one (nil otherwise), so a start
+// asks the engine once.
+func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, *image.InspectResponse, error) {
 	if spec.Image != "" && !spec.ForceBuild {
-		ok, err := b.imagePresent(ctx, spec.Image)
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			return spec.Image, nil
+		ii, err := b.cli.ImageInspect(ctx, spec.Image)
+		switch {
+		case err == nil:
+			return spec.Image, &ii, nil
+		case !client.IsErrNotFound(err):
+			return "", nil, engineError(err)
 		}
 		if spec.Pull {
 			if err := b.pull(ctx, spec.Image); err == nil {
-				return spec.Image, nil
+				return spec.Image, nil, nil
 			} else if len(spec.BuildContext) == 0 {
-				return "", err
+				return "", nil, err
 			}
 		}
 		if len(spec.BuildContext) == 0 {
-			return "", &sandbox.ImageError{Image: spec.Image, Reason: "not found locally and no build context; build it, or allow pulling ([sandbox] pull = true)"}
+			return "", nil, &sandbox.ImageError{Image: spec.Image, Reason: "not found locally and no build context; build it, or allow pulling ([sandbox] pull = true)"}
 		}
 	}
 	if len(spec.BuildContext) == 0 {
-		return "", &sandbox.ImageError{Image: spec.Image, Reason: "force_build is set but there is no build context"}
+		return "", nil, &sandbox.ImageError{Image: spec.Image, Reason: "force_build is set but there is no build context"}
 	}
-	return b.buildOnce(ctx, spec)
+	ref, err := b.buildOnce(ctx, spec)
+	return ref, nil, err
 }
 
 // buildOnce builds a context at most once at a time: concurrent starts with
