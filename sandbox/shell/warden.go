@@ -150,9 +150,12 @@ func (f Files) Get(ctx context.Context, p string) ([]byte, error) {
 	return []byte(r.Stdout), nil
 }
 
-// Read reads the first limit bytes of a file and its size.
+// Read reads the first limit bytes of a file and its size. A file that is
+// not there costs no process (a verifier looks for several that may not
+// be), as in the head-and-stat read of a sandbox without a warden.
 func (f Files) Read(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
-	r, err := f.Exec(ctx, WardenCommand("read", p, strconv.FormatInt(limit, 10)), sandbox.ExecOptions{Fresh: true, MaxOutput: ReadMaxOutput(limit)})
+	cmd := "[ -e " + Quote(p) + " ] || exit 3; exec " + WardenCommand("read", p, strconv.FormatInt(limit, 10))
+	r, err := f.Exec(ctx, cmd, sandbox.ExecOptions{Fresh: true, MaxOutput: ReadMaxOutput(limit)})
 	if err != nil {
 		return nil, 0, err
 	}
