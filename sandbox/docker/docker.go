@@ -50,13 +50,13 @@ type Backend struct {
 	quota     atomic.Int32 // storage-opt support: quotaUnknown, quotaYes, quotaNo
 	wardens   wardenDirs
 
-	// networked: the engine gave a container whose network was disabled
-	// a network anyway, so isolated sandboxes on "none" get the engine's
-	// network "none" instead (see Start).
+	// networked: a container with its network off did not work out on
+	// this engine (offlineRefused), so isolated sandboxes on "none" get
+	// the engine's network "none" instead (see Start).
 	networked atomic.Bool
-	// fakeNetworked makes the first such container join this machine's
-	// network, as that engine would (tests only).
-	fakeNetworked bool
+	// fakeOffline changes the containers made with their network off, to
+	// play an engine that does not run them as proctor needs (tests only).
+	fakeOffline func(*container.Config, *container.HostConfig)
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -339,10 +339,15 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	// the warden checks that it has nothing else and writes the /etc/hosts
 	// the engine would have written. Without isolation the first process
 	// may not be root, so the engine keeps doing it.
+	// runc brings the loopback up with IPv6 on; the engine's "none" has
+	// IPv6 off (no ::1), and so does this namespace, through a sysctl.
 	offline := b.isolate && network == sandbox.NetworkNone && !b.networked.Load()
 	cfg.NetworkDisabled = offline
-	if offline && b.fakeNetworked {
-		cfg.NetworkDisabled, hc.NetworkMode = false, container.NetworkMode(sandbox.NetworkHost)
+	if offline {
+		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}
+	}
+	if offline && b.fakeOffline != nil {
+		b.fakeOffline(cfg, hc)
 	}
 	attachFirst(cfg, hc)
 	if b.quota.Load() != quotaNo {
@@ -372,6 +377,10 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	} else if err == nil && hc.StorageOpt != nil {
 		b.quota.Store(quotaYes)
 	}
+	if err != nil && offline && offlineRefused(err) {
+		b.networkOn(err)
+		return b.Start(ctx, spec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
@@ -383,12 +392,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if err := s.boot(ctx, send, env); err != nil {
 		s.remove(ctx)
-		if offline && strings.Contains(err.Error(), mux.NetworkNotOff) {
-			// An engine that ignores a disabled network: its own
-			// network "none" from now on, for this sandbox too.
-			if !b.networked.Swap(true) {
-				b.log.Warn("the engine gave a container whose network was off a network anyway: isolated sandboxes get the engine's network \"none\" instead", "err", err)
-			}
+		if offline && offlineRefused(err) {
+			b.networkOn(err)
 			return b.Start(ctx, spec)
 		}
 		return nil, fmt.Errorf("container from %s: %w", image, err)
@@ -422,6 +427,24 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 	}
 	return s, nil
+}
+
+// offlineRefused reports whether err is a container with its network off
+// that did not work out: the engine refused the IPv6 sysctl, or runc could
+// not write it (a kernel without IPv6), or the engine gave the container a
+// network anyway (the warden's check).
+func offlineRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, mux.NetworkNotOff) || strings.Contains(msg, "sysctl") || strings.Contains(msg, "disable_ipv6")
+}
+
+// networkOn gives isolated sandboxes on "none" the engine's own network
+// "none" from now on, where a disabled network did not work out (err),
+// and says so once.
+func (b *Backend) networkOn(err error) {
+	if !b.networked.Swap(true) {
+		b.log.Warn("the engine does not run a container with its network off as proctor needs: isolated sandboxes get the engine's network \"none\" instead", "err", err)
+	}
 }
 
 // agentUserOr is the user the agent's commands run as.

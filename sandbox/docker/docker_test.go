@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
@@ -624,7 +625,9 @@ python3 -c '
 import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 c = socket.create_connection(("localhost", s.getsockname()[1]), timeout=5)
-print("localhost ok")'`
+print("localhost ok")'
+cat /proc/sys/net/ipv6/conf/lo/disable_ipv6`
+	ipv6 := ""
 	for _, tc := range []struct {
 		name          string
 		isolate, bind bool
@@ -650,7 +653,7 @@ print("localhost ok")'`
 					t.Fatal(err)
 				}
 				lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-				if r.ExitCode != 0 || len(lines) != 4 {
+				if r.ExitCode != 0 || len(lines) != 5 {
 					t.Fatalf("%s: %+v", v.name, r)
 				}
 				if lines[0] == host || !strings.HasPrefix(lines[0], "net:[") {
@@ -665,6 +668,12 @@ print("localhost ok")'`
 				if lines[3] != "localhost ok" {
 					t.Errorf("%s: localhost: %q", v.name, lines[3])
 				}
+				// IPv6 as on the engine's own "none" (the plain case).
+				if ipv6 == "" {
+					ipv6 = lines[4]
+				} else if lines[4] != ipv6 {
+					t.Errorf("%s: the loopback's disable_ipv6 is %s, on the engine's none %s", v.name, lines[4], ipv6)
+				}
 			}
 			ci, err := b.cli.ContainerInspect(ctx, sb.id)
 			if err != nil {
@@ -677,28 +686,41 @@ print("localhost ok")'`
 	}
 }
 
-// TestNetworkNotOff: an engine that gives a container whose network was
-// disabled a network anyway (faked here with this machine's network) makes
-// the warden refuse to start, and the backend start the sandbox, and every
-// later one, on the engine's network "none" instead.
+// TestNetworkNotOff: an engine that does not run a container with its
+// network off as proctor needs makes the backend start the sandbox, and
+// every later one, on the engine's network "none" instead: one that gives
+// the container a network anyway (faked with this machine's network: the
+// warden refuses to start), and one that cannot set the IPv6 sysctl (a
+// kernel without IPv6, faked with an interface that does not exist).
 func TestNetworkNotOff(t *testing.T) {
-	b := newBackend(t)
-	b.fakeNetworked = true
-	for i := 0; i < 2; i++ {
-		sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
-		r, err := sb.Agent().Exec(context.Background(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{})
-		if err != nil || strings.TrimSpace(r.Stdout) != "lo" {
-			t.Fatalf("sandbox %d: interfaces %q %v", i, r.Stdout, err)
-		}
-		ci, err := b.cli.ContainerInspect(context.Background(), sb.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ci.Config.NetworkDisabled || ci.HostConfig.NetworkMode != "none" {
-			t.Errorf("sandbox %d: network disabled %v, mode %q", i, ci.Config.NetworkDisabled, ci.HostConfig.NetworkMode)
-		}
-	}
-	if !b.networked.Load() {
-		t.Error("the backend did not fall back")
+	for name, fake := range map[string]func(*container.Config, *container.HostConfig){
+		"networked": func(c *container.Config, h *container.HostConfig) {
+			c.NetworkDisabled, h.NetworkMode, h.Sysctls = false, "host", nil
+		},
+		"sysctl": func(c *container.Config, h *container.HostConfig) {
+			h.Sysctls = map[string]string{"net.ipv6.conf.proctor0.disable_ipv6": "1"}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBackend(t)
+			b.fakeOffline = fake
+			for i := 0; i < 2; i++ {
+				sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
+				r, err := sb.Agent().Exec(context.Background(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{})
+				if err != nil || strings.TrimSpace(r.Stdout) != "lo" {
+					t.Fatalf("sandbox %d: interfaces %q %v", i, r.Stdout, err)
+				}
+				ci, err := b.cli.ContainerInspect(context.Background(), sb.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ci.Config.NetworkDisabled || ci.HostConfig.NetworkMode != "none" {
+					t.Errorf("sandbox %d: network disabled %v, mode %q", i, ci.Config.NetworkDisabled, ci.HostConfig.NetworkMode)
+				}
+			}
+			if !b.networked.Load() {
+				t.Error("the backend did not fall back")
+			}
+		})
 	}
 }
