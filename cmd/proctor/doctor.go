@@ -120,7 +120,19 @@ func isolationChecks(ctx context.Context, image string) []check {
 	if err != nil {
 		iso.info = err.Error()
 	} else {
-		r, err := sb.(sandbox.Isolated).Agent().Exec(ctx, "unshare --mount true 2>/dev/null && echo ESCAPED; ls /tests", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		net := check{name: "sandbox network"}
+		r, err := sb.(sandbox.Isolated).Agent().Exec(ctx, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		switch ifs := strings.TrimSpace(r.Stdout); {
+		case err != nil:
+			net.info = err.Error()
+		case ifs != "lo":
+			net.info = fmt.Sprintf("a sandbox on network none has the interfaces %s", ifs)
+		default:
+			net.ok = true
+			net.info = "none: interfaces lo; " + b.OfflineNetwork()
+		}
+		out = append(out, net)
+		r, err = sb.(sandbox.Isolated).Agent().Exec(ctx, "unshare --mount true 2>/dev/null && echo ESCAPED; ls /tests", sandbox.ExecOptions{Timeout: 10 * time.Second})
 		_, serr := sb.(sandbox.Isolated).Seal(ctx)
 		switch {
 		case err != nil:

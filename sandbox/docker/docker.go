@@ -429,6 +429,16 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	return s, nil
 }
 
+// OfflineNetwork says how isolated sandboxes on network "none" get it: the
+// engine's network off, the rest done by the warden (the cheaper start),
+// or the engine's own "none" where that did not work out on this engine.
+func (b *Backend) OfflineNetwork() string {
+	if b.networked.Load() || !b.isolate {
+		return `the engine's network "none"`
+	}
+	return "the engine's network off; the warden checks it and writes /etc/hosts"
+}
+
 // offlineRefused reports whether err is a container with its network off
 // that did not work out: the engine refused the IPv6 sysctl, or runc could
 // not write it (a kernel without IPv6), or the engine gave the container a
