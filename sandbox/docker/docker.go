@@ -337,10 +337,10 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	// fifth of a short rollout's machine CPU here). The container still
 	// gets a network namespace of its own, whose loopback runc brings up;
 	// the warden checks that it has nothing else and writes the /etc/hosts
-	// the engine would have written. Without isolation the first process
-	// may not be root, so the engine keeps doing it.
-	// runc brings the loopback up with IPv6 on; the engine's "none" has
-	// IPv6 off (no ::1), and so does this namespace, through a sysctl.
+	// the engine would have written. runc brings the loopback up with IPv6
+	// on, where the engine's "none" has it off (no ::1): a sysctl turns it
+	// off. Without isolation the first process may not be root, so the
+	// engine keeps doing it all.
 	offline := b.isolate && network == sandbox.NetworkNone && !b.networked.Load()
 	cfg.NetworkDisabled = offline
 	if offline {
