@@ -242,9 +242,7 @@ func vmRSS(b *testing.B) float64 {
 // sandbox life: each iteration starts and closes a plain sandbox and an
 // isolated one (started, sealed for verification, closed) back to back, so
 // both see the same load, and reports the medians of each and of the
-// paired differences. On network "none" the isolated sandbox also skips
-// the engine's network setup, which the plain one pays for, so the
-// difference comes out negative.
+// paired differences.
 func BenchmarkIsolationOverhead(b *testing.B) {
 	sandboxtest.RequireDocker(b)
 	plain, err := New(WithIsolation(false))

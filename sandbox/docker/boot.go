@@ -40,23 +40,36 @@ shift
 exec ` + shell.WardenPath + ` mux "$@"
 `
 
+// offlineShell runs before the shell controller of a sandbox without
+// isolation whose network the engine left off (its first process is root
+// then): what the warden's mux does with -no-network, in bash builtins.
+const offlineShell = `{ read -r; read -r; while IFS=: read -r __if _; do
+  __if=${__if//[[:space:]]/}
+  [ "$__if" = lo ] || { echo "` + mux.NetworkNotOff + ` the interface $__if" >&2; exit 1; }
+done; } < /proc/net/dev || exit 1
+[ -L /etc/hosts ] && { echo "` + mux.NetworkNotOff + ` a link for /etc/hosts" >&2; exit 1; }
+printf '%s' '` + mux.LoopbackHosts + `' > /etc/hosts || exit 1
+`
+
 // entrypoint is what the container runs first: the shell controller
 // without isolation; with it, the warden's mux from its bound folder, or
 // the boot script that receives a copy of the warden (sent, the length of
-// send). offline tells the mux that the engine left the container's
-// network off (see Start).
+// send). offline: the engine left the container's network off (see
+// Start), and the first process finishes it.
 func (b *Backend) entrypoint(send []byte, offline bool) []string {
-	mux := []string{shell.WardenPath, "mux"}
+	warden := []string{shell.WardenPath, "mux"}
 	if offline {
-		mux = append(mux, "-no-network")
+		warden = append(warden, "-no-network")
 	}
 	switch {
+	case !b.isolate && offline:
+		return []string{"bash", "-c", offlineShell + shell.Bootstrap(), "proctor-shell", stateDir}
 	case !b.isolate:
 		return bootstrap(stateDir)
 	case send == nil:
-		return mux
+		return warden
 	}
-	return append([]string{"bash", "-c", bootScript, "proctor-boot", strconv.Itoa(len(send))}, mux[2:]...)
+	return append([]string{"bash", "-c", bootScript, "proctor-boot", strconv.Itoa(len(send))}, warden[2:]...)
 }
 
 // attachFirst asks the engine to keep the first process's standard

@@ -51,8 +51,8 @@ type Backend struct {
 	wardens   wardenDirs
 
 	// networked: a container with its network off did not work out on
-	// this engine (offlineRefused), so isolated sandboxes on "none" get
-	// the engine's network "none" instead (see Start).
+	// this engine (offlineRefused), so sandboxes on "none" get the
+	// engine's network "none" instead (see Start).
 	networked atomic.Bool
 	// fakeOffline changes the containers made with their network off, to
 	// play an engine that does not run them as proctor needs (tests only).
@@ -331,17 +331,22 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
 		}
 	}
-	// An isolated sandbox on network "none" gets no network from the
-	// engine at all: a network sandbox, even of mode "none", costs the
-	// engine a hook on every start that re-executes its own binary (a
-	// fifth of a short rollout's machine CPU here). The container still
-	// gets a network namespace of its own, whose loopback runc brings up;
-	// the warden checks that it has nothing else and writes the /etc/hosts
-	// the engine would have written. runc brings the loopback up with IPv6
-	// on, where the engine's "none" has it off (no ::1): a sysctl turns it
-	// off. Without isolation the first process may not be root, so the
-	// engine keeps doing it all.
-	offline := b.isolate && network == sandbox.NetworkNone && !b.networked.Load()
+	// A sandbox on network "none" gets no network from the engine at
+	// all: a network sandbox, even of mode "none", costs the engine a hook
+	// on every start that re-executes its own binary (a fifth of a short
+	// rollout's machine CPU here). The container still gets a network
+	// namespace of its own, whose loopback runc brings up; its first
+	// process (the warden's mux, or the shell controller's bash) checks
+	// that it has nothing else and writes the /etc/hosts the engine would
+	// have written. runc brings the loopback up with IPv6 on, where the
+	// engine's "none" has it off (no ::1): a sysctl turns it off. Without
+	// isolation the first process runs as the spec's user, so only a root
+	// one can do it; for the others, the engine does it all.
+	user := spec.User
+	if user == "" && ii.Config != nil {
+		user = ii.Config.User
+	}
+	offline := network == sandbox.NetworkNone && !b.networked.Load() && (b.isolate || rootUser(user))
 	cfg.NetworkDisabled = offline
 	if offline {
 		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}
@@ -383,10 +388,6 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
-	}
-	user := spec.User
-	if user == "" && ii.Config != nil {
-		user = ii.Config.User
 	}
 	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
@@ -433,7 +434,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 // engine's network off, the rest done by the warden (the cheaper start),
 // or the engine's own "none" where that did not work out on this engine.
 func (b *Backend) OfflineNetwork() string {
-	if b.networked.Load() || !b.isolate {
+	if b.networked.Load() {
 		return `the engine's network "none"`
 	}
 	return "the engine's network off; the warden checks it and writes /etc/hosts"
@@ -448,12 +449,12 @@ func offlineRefused(err error) bool {
 	return strings.Contains(msg, mux.NetworkNotOff) || strings.Contains(msg, "sysctl") || strings.Contains(msg, "disable_ipv6")
 }
 
-// networkOn gives isolated sandboxes on "none" the engine's own network
-// "none" from now on, where a disabled network did not work out (err),
+// networkOn gives sandboxes on "none" the engine's own network "none"
+// from now on, where a disabled network did not work out (err),
 // and says so once.
 func (b *Backend) networkOn(err error) {
 	if !b.networked.Swap(true) {
-		b.log.Warn("the engine does not run a container with its network off as proctor needs: isolated sandboxes get the engine's network \"none\" instead", "err", err)
+		b.log.Warn("the engine does not run a container with its network off as proctor needs: sandboxes get the engine's network \"none\" instead", "err", err)
 	}
 }
 

@@ -610,9 +610,10 @@ func TestEndsWithItsConnection(t *testing.T) {
 
 // TestNetworkNone: a sandbox on network "none" has a network namespace of
 // its own with nothing but a working loopback, and "localhost" resolves,
-// whether the engine sets its network up (without isolation) or the
-// engine leaves it off and the warden finishes it (isolated, with the
-// warden bound or sent).
+// whether the engine sets its network up (without isolation, as a user
+// that is not root) or the engine leaves it off and the first process
+// finishes it (the shell controller as root without isolation; the
+// warden, bound or sent, in an isolated sandbox).
 func TestNetworkNone(t *testing.T) {
 	host, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
@@ -631,10 +632,14 @@ cat /proc/sys/net/ipv6/conf/lo/disable_ipv6`
 	for _, tc := range []struct {
 		name          string
 		isolate, bind bool
+		user          string
+		offline       bool // the engine's network off
 	}{
-		{"plain", false, false},
-		{"isolated", true, true},
-		{"isolated-sent", true, false},
+		// First: the engine's own none, the reference for IPv6.
+		{"plain-nobody", false, false, "nobody", false},
+		{"plain-root", false, false, "", true},
+		{"isolated", true, true, "", true},
+		{"isolated-sent", true, false, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackend(t)
@@ -642,7 +647,7 @@ cat /proc/sys/net/ipv6/conf/lo/disable_ipv6`
 			if !tc.bind {
 				b.wardens.disable()
 			}
-			sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
+			sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone, User: tc.user})
 			ctx := context.Background()
 			for _, v := range []struct {
 				name string
@@ -679,8 +684,8 @@ cat /proc/sys/net/ipv6/conf/lo/disable_ipv6`
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ci.Config.NetworkDisabled != tc.isolate {
-				t.Errorf("the engine's network disabled %v, isolated %v", ci.Config.NetworkDisabled, tc.isolate)
+			if ci.Config.NetworkDisabled != tc.offline {
+				t.Errorf("the engine's network disabled %v, want %v", ci.Config.NetworkDisabled, tc.offline)
 			}
 		})
 	}
@@ -691,18 +696,22 @@ cat /proc/sys/net/ipv6/conf/lo/disable_ipv6`
 // every later one, on the engine's network "none" instead: one that gives
 // the container a network anyway (faked with this machine's network: the
 // warden refuses to start), and one that cannot set the IPv6 sysctl (a
-// kernel without IPv6, faked with an interface that does not exist).
+// kernel without IPv6, faked with an interface that does not exist); with
+// isolation or without.
 func TestNetworkNotOff(t *testing.T) {
-	for name, fake := range map[string]func(*container.Config, *container.HostConfig){
+	fakes := map[string]func(*container.Config, *container.HostConfig){
 		"networked": func(c *container.Config, h *container.HostConfig) {
 			c.NetworkDisabled, h.NetworkMode, h.Sysctls = false, "host", nil
 		},
 		"sysctl": func(c *container.Config, h *container.HostConfig) {
 			h.Sysctls = map[string]string{"net.ipv6.conf.proctor0.disable_ipv6": "1"}
 		},
-	} {
+	}
+	for _, name := range []string{"networked", "sysctl", "networked-plain"} {
+		fake := fakes[strings.TrimSuffix(name, "-plain")]
 		t.Run(name, func(t *testing.T) {
 			b := newBackend(t)
+			b.isolate = !strings.HasSuffix(name, "-plain")
 			b.fakeOffline = fake
 			for i := 0; i < 2; i++ {
 				sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})

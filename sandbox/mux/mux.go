@@ -91,6 +91,16 @@ type Frame struct {
 // disabled network, and the host falls back to the engine's own "none".
 const NetworkNotOff = "network off, but the container has"
 
+// LoopbackHosts is the /etc/hosts the engine writes for a container on
+// network "none", which a container whose network is off gets from proctor.
+const LoopbackHosts = `127.0.0.1	localhost
+::1	localhost ip6-localhost ip6-loopback
+fe00::0	ip6-localnet
+ff00::0	ip6-mcastprefix
+ff02::1	ip6-allnodes
+ff02::2	ip6-allrouters
+`
+
 // ErrFrame: the stream holds something that is not a frame.
 var ErrFrame = errors.New("bad mux frame")
 

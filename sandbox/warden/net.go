@@ -16,16 +16,6 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/mux"
 )
 
-// loopbackHosts is the /etc/hosts the engine writes for a container on
-// network "none".
-const loopbackHosts = `127.0.0.1	localhost
-::1	localhost ip6-localhost ip6-loopback
-fe00::0	ip6-localnet
-ff00::0	ip6-mcastprefix
-ff02::1	ip6-allnodes
-ff02::2	ip6-allrouters
-`
-
 // noNetwork finishes a container whose network the host turned off at the
 // engine (Config.NetworkDisabled): the engine then skips its network
 // sandbox, and with it a hook that re-executes the engine's binary on
@@ -82,7 +72,7 @@ func writeHosts(path string) error {
 	if err != nil {
 		return fmt.Errorf("network off: write %s: %w", path, err)
 	}
-	if _, err := f.WriteString(loopbackHosts); err != nil {
+	if _, err := f.WriteString(mux.LoopbackHosts); err != nil {
 		f.Close()
 		return fmt.Errorf("network off: write %s: %w", path, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/proctor-dev/proctor/sandbox/mux"
 )
 
 func TestNumeric(t *testing.T) {
@@ -82,7 +84,7 @@ func TestWriteHosts(t *testing.T) {
 	if fi, err := os.Lstat(hosts); err != nil || !fi.Mode().IsRegular() {
 		t.Fatalf("hosts is not a regular file: %v %v", fi, err)
 	}
-	if b, _ := os.ReadFile(hosts); string(b) != loopbackHosts {
+	if b, _ := os.ReadFile(hosts); string(b) != mux.LoopbackHosts {
 		t.Errorf("hosts: %q", b)
 	}
 }
