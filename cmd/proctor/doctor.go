@@ -121,7 +121,7 @@ func isolationChecks(ctx context.Context, image string) []check {
 		iso.info = err.Error()
 	} else {
 		net := check{name: "sandbox network"}
-		r, err := sb.(sandbox.Isolated).Agent().Exec(ctx, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{Timeout: 10 * time.Second})
+		r, err := sb.(sandbox.Isolated).Agent().Exec(ctx, docker.ListInterfaces, sandbox.ExecOptions{Timeout: 10 * time.Second})
 		switch ifs := strings.TrimSpace(r.Stdout); {
 		case err != nil:
 			net.info = err.Error()

@@ -63,7 +63,7 @@ func (b *Backend) entrypoint(send []byte, offline bool) []string {
 	}
 	switch {
 	case !b.isolate && offline:
-		return []string{"bash", "-c", offlineShell + shell.Bootstrap(), "proctor-shell", stateDir}
+		return bootstrap(stateDir, offlineShell)
 	case !b.isolate:
 		return bootstrap(stateDir)
 	case send == nil:

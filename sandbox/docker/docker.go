@@ -430,6 +430,10 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	return s, nil
 }
 
+// ListInterfaces is a command that prints a sandbox's network interfaces,
+// comma-separated: "lo" where it has no network.
+const ListInterfaces = `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,`
+
 // OfflineNetwork says how isolated sandboxes on network "none" get it: the
 // engine's network off, the rest done by the warden (the cheaper start),
 // or the engine's own "none" where that did not work out on this engine.
@@ -478,8 +482,10 @@ func envList(m map[string]string) []string {
 // is not isolated, and the agent's shell when it is.
 const stateDir = "/tmp/.proctor-shell"
 
-func bootstrap(state string) []string {
-	return []string{"bash", "-c", shell.Bootstrap(), "proctor-shell", state}
+// bootstrap starts the shell controller in state, after the scripts
+// before, if any.
+func bootstrap(state string, before ...string) []string {
+	return []string{"bash", "-c", strings.Join(before, "") + shell.Bootstrap(), "proctor-shell", state}
 }
 
 // controllerErr reads the controller's own error log, for a shell that

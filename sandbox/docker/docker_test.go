@@ -620,7 +620,7 @@ func TestNetworkNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := `readlink /proc/self/ns/net
-tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,
+` + ListInterfaces + `
 head -n 1 /etc/hosts
 python3 -c '
 import socket
@@ -715,7 +715,7 @@ func TestNetworkNotOff(t *testing.T) {
 			b.fakeOffline = fake
 			for i := 0; i < 2; i++ {
 				sb := start(t, b, sandbox.Spec{Network: sandbox.NetworkNone})
-				r, err := sb.Agent().Exec(context.Background(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | paste -sd,", sandbox.ExecOptions{})
+				r, err := sb.Agent().Exec(context.Background(), ListInterfaces, sandbox.ExecOptions{})
 				if err != nil || strings.TrimSpace(r.Stdout) != "lo" {
 					t.Fatalf("sandbox %d: interfaces %q %v", i, r.Stdout, err)
 				}
