@@ -69,7 +69,10 @@ func (s *Session) foreground(ctx context.Context, cmd string, timeout any) (stri
 		return timedOut, 124, nil
 	}
 	d := time.Duration(math.Min(secs, 1e6) * float64(time.Second))
-	r, err := s.sh.Exec(ctx, "bash -c "+escapeArg(cmd)+" </dev/null 2>&1", sandbox.ExecOptions{Timeout: d, MaxOutput: foregroundMax})
+	// exec: the shell's own process for the call becomes the command's
+	// bash, a fork fewer per call; its pid, process group and exit code
+	// are the same.
+	r, err := s.sh.Exec(ctx, "exec bash -c "+escapeArg(cmd)+" </dev/null 2>&1", sandbox.ExecOptions{Timeout: d, MaxOutput: foregroundMax})
 	if err != nil {
 		return "", 0, err
 	}
