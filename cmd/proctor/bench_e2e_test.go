@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sandbox/shell"
@@ -102,7 +104,7 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	script := floorScript(b, w)
 	// Each part's wall time and the machine's CPU time while it ran: on a
 	// machine whose cores the run keeps busy, CPU is what throughput buys.
-	var proctor, baseline, floor, withCommands, proctorCPU, floorCPU, withCommandsCPU []time.Duration
+	var proctor, baseline, floor, withCommands, bare, proctorCPU, floorCPU, withCommandsCPU, bareCPU []time.Duration
 	timed := func(wall, cpu *[]time.Duration, f func() time.Duration) {
 		c0 := machineCPU()
 		*wall = append(*wall, f())
@@ -125,15 +127,22 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 		for _, s := range steps {
 			s()
 		}
-		timed(&floor, &floorCPU, func() time.Duration { return engineFloor(b, cli, w, "") })
-		timed(&withCommands, &withCommandsCPU, func() time.Duration { return engineFloor(b, cli, w, script) })
-		b.Logf("round %d (load %s): proctor %.2fs (CPU %.2fs)  baseline %.2fs  floor %.2fs (CPU %.2fs)  floor with the commands %.2fs (CPU %.2fs)", round, load,
+		timed(&floor, &floorCPU, func() time.Duration {
+			return engineFloor(b, w, func(ctx context.Context) error { return floorOne(ctx, cli, "") })
+		})
+		timed(&withCommands, &withCommandsCPU, func() time.Duration {
+			return engineFloor(b, w, func(ctx context.Context) error { return floorOne(ctx, cli, script) })
+		})
+		timed(&bare, &bareCPU, func() time.Duration {
+			return engineFloor(b, w, func(ctx context.Context) error { return bareOne(ctx, cli, w) })
+		})
+		b.Logf("round %d (load %s): proctor %.2fs (CPU %.2fs)  baseline %.2fs  floor %.2fs (CPU %.2fs)  floor with the commands %.2fs (CPU %.2fs)  bare harness %.2fs (CPU %.2fs)", round, load,
 			proctor[round].Seconds(), proctorCPU[round].Seconds(), baseline[round].Seconds(), floor[round].Seconds(), floorCPU[round].Seconds(),
-			withCommands[round].Seconds(), withCommandsCPU[round].Seconds())
+			withCommands[round].Seconds(), withCommandsCPU[round].Seconds(), bare[round].Seconds(), bareCPU[round].Seconds())
 		round++
 	}
-	p, bl, f, fc := median(proctor), median(baseline), median(floor), median(withCommands)
-	pc, fcpu, fccpu := median(proctorCPU), median(floorCPU), median(withCommandsCPU)
+	p, bl, f, fc, bh := median(proctor), median(baseline), median(floor), median(withCommands), median(bare)
+	pc, fcpu, fccpu, bhcpu := median(proctorCPU), median(floorCPU), median(withCommandsCPU), median(bareCPU)
 	b.ReportMetric(p.Seconds(), "proctor-s")
 	b.ReportMetric(bl.Seconds(), "baseline-s")
 	b.ReportMetric(f.Seconds(), "floor-s")
@@ -144,6 +153,10 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	// engine's cost; in wall time and in the machine's CPU.
 	b.ReportMetric(100*(p-fc).Seconds()/f.Seconds(), "overhead-%")
 	b.ReportMetric(100*(pc-fccpu).Seconds()/fcpu.Seconds(), "overhead-cpu-%")
+	// The same figures for the bare harness: what a round trip per call
+	// through the engine's attach stream costs with nothing else.
+	b.ReportMetric(100*(bh-fc).Seconds()/f.Seconds(), "bare-overhead-%")
+	b.ReportMetric(100*(bhcpu-fccpu).Seconds()/fcpu.Seconds(), "bare-overhead-cpu-%")
 	n := float64(w.rollouts)
 	b.Logf("medians of %d rounds: proctor %.2fs, baseline %.2fs (%.2fx), engine floor %.2fs, with the commands %.2fs; proctor beyond that: %.0f ms per rollout (%.0f%% of the engine floor's)",
 		len(proctor), p.Seconds(), bl.Seconds(), bl.Seconds()/p.Seconds(), f.Seconds(), fc.Seconds(),
@@ -151,6 +164,9 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	b.Logf("machine CPU per rollout: proctor %.0f ms, engine floor %.0f ms, with the commands %.0f ms; proctor beyond that: %.0f ms (%.0f%% of the engine floor's)",
 		float64(pc.Milliseconds())/n, float64(fcpu.Milliseconds())/n, float64(fccpu.Milliseconds())/n,
 		float64((pc-fccpu).Milliseconds())/n, 100*(pc-fccpu).Seconds()/fcpu.Seconds())
+	b.Logf("bare harness: %.2fs, %.0f ms per rollout beyond the floor with the commands (%.0f%% of the engine floor's); CPU %.0f ms per rollout, %.0f ms beyond (%.0f%%)",
+		bh.Seconds(), float64((bh-fc).Milliseconds())/n, 100*(bh-fc).Seconds()/f.Seconds(),
+		float64(bhcpu.Milliseconds())/n, float64((bhcpu-fccpu).Milliseconds())/n, 100*(bhcpu-fccpu).Seconds()/fcpu.Seconds())
 	b.StopTimer()
 }
 
@@ -269,12 +285,9 @@ func runBaselineE2E(b *testing.B, dir string, w e2eWorkload, round int) time.Dur
 	return d
 }
 
-// engineFloor creates, starts and removes as many containers as the
-// workload has rollouts, concurrency at once, through the Engine API: the
-// engine's own cost of the workload's sandboxes, with nothing else. With a
-// script, each container runs it as its first process and is removed once
-// it exits 0: the engine's cost and the commands' own.
-func engineFloor(b *testing.B, cli *client.Client, w e2eWorkload, script string) time.Duration {
+// engineFloor runs one as many times as the workload has rollouts,
+// concurrency at once.
+func engineFloor(b *testing.B, w e2eWorkload, one func(context.Context) error) time.Duration {
 	ctx := context.Background()
 	sem := make(chan struct{}, w.concurrency)
 	var wg sync.WaitGroup
@@ -285,7 +298,7 @@ func engineFloor(b *testing.B, cli *client.Client, w e2eWorkload, script string)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := floorOne(ctx, cli, script)
+			err := one(ctx)
 			mu.Lock()
 			if firstErr == nil {
 				firstErr = err
@@ -301,20 +314,16 @@ func engineFloor(b *testing.B, cli *client.Client, w e2eWorkload, script string)
 	return d
 }
 
+// floorOne creates, starts and removes one container through the Engine
+// API: the engine's own cost of a rollout's sandbox, with nothing else.
+// With a script, the container runs it as its first process and is
+// removed once it exits 0: the engine's cost and the commands' own.
 func floorOne(ctx context.Context, cli *client.Client, script string) error {
-	pids := int64(1024)
-	// The network as proctor's isolated sandboxes have it (no network
-	// sandbox at the engine), the cheapest start the engine has.
-	cfg := &container.Config{Image: sandboxtest.BaseImage(), Entrypoint: []string{"sleep"}, Cmd: []string{"infinity"},
-		NetworkDisabled: true, Labels: map[string]string{"proctor.bench": "floor"}}
+	cfg := floorConfig([]string{"sleep", "infinity"})
 	if script != "" {
 		cfg.Entrypoint = []string{"bash", "-c", script}
-		cfg.Cmd = nil
 	}
-	c, err := cli.ContainerCreate(ctx, cfg,
-		&container.HostConfig{NetworkMode: "none", Resources: container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, PidsLimit: &pids},
-			LogConfig: container.LogConfig{Type: "none"}},
-		nil, nil, "")
+	c, err := cli.ContainerCreate(ctx, cfg, floorHostConfig(), nil, nil, "")
 	if err != nil {
 		return err
 	}
@@ -336,6 +345,101 @@ func floorOne(ctx context.Context, cli *client.Client, script string) error {
 		case err := <-failed:
 			return err
 		}
+	}
+	return cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+}
+
+func floorConfig(entrypoint []string) *container.Config {
+	// The network as proctor's isolated sandboxes have it (no network
+	// sandbox at the engine), the cheapest start the engine has.
+	return &container.Config{Image: sandboxtest.BaseImage(), Entrypoint: entrypoint,
+		NetworkDisabled: true, Labels: map[string]string{"proctor.bench": "floor"}}
+}
+
+func floorHostConfig() *container.HostConfig {
+	pids := int64(1024)
+	return &container.HostConfig{NetworkMode: "none", Resources: container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, PidsLimit: &pids},
+		LogConfig: container.LogConfig{Type: "none"}}
+}
+
+// bareLoop is the bare harness's shell: it reads a byte count and that
+// many bytes of script, runs the script, and ends its answer with a mark.
+const bareLoop = `while read -r n; do IFS= read -r -N "$n" c; eval "$c"; printf '\n@@done %d\n' "$?"; done`
+
+// bareOne is one rollout by the least a harness with a persistent shell
+// can do: a container whose first process is bareLoop, attached through
+// the Engine API; one round trip on the attach stream per tool call
+// (terminal calls run with `bash -c`), one for the verification (write
+// test.sh, run it, print the reward), then stdin closes and the exited
+// container is removed. No output caps, time limits, isolation, plugin or
+// records: the transport's own cost, a floor under any such harness.
+func bareOne(ctx context.Context, cli *client.Client, w e2eWorkload) error {
+	cfg := floorConfig([]string{"bash", "-c", bareLoop})
+	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true, true, true
+	c, err := cli.ContainerCreate(ctx, cfg, floorHostConfig(), nil, nil, "")
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	hj, err := cli.ContainerAttach(ctx, c.ID, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return err
+	}
+	defer hj.Close()
+	done, failed := cli.ContainerWait(ctx, c.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() { _, err := stdcopy.StdCopy(pw, pw, hj.Reader); pw.CloseWithError(err) }()
+	out := bufio.NewReader(pr)
+	call := func(script string) (string, error) {
+		if _, err := fmt.Fprintf(hj.Conn, "%d\n%s", len(script), script); err != nil {
+			return "", err
+		}
+		var sb strings.Builder
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				return "", err
+			}
+			if strings.HasPrefix(line, "@@done ") {
+				return sb.String(), nil
+			}
+			sb.WriteString(line)
+		}
+	}
+	for _, tc := range w.calls {
+		script := "bash -c " + shell.Quote(tc.command) + " 2>&1"
+		if tc.tool == "write_file" {
+			script = fmt.Sprintf("mkdir -p %s && printf %%s %s > %s", shell.Quote(filepath.Dir(tc.path)), shell.Quote(tc.content), shell.Quote(tc.path))
+		}
+		if _, err := call(script); err != nil {
+			return err
+		}
+	}
+	test, err := os.ReadFile("../../testdata/tb2/tasks/hello-file/tests/test.sh")
+	if err != nil {
+		return err
+	}
+	reward, err := call(fmt.Sprintf("mkdir -p /logs/verifier /tests && printf %%s %s > /tests/test.sh && bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; cat /logs/verifier/reward.txt",
+		shell.Quote(string(test))))
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(reward) != "1" {
+		return fmt.Errorf("the bare harness's reward is %q", reward)
+	}
+	if err := hj.CloseWrite(); err != nil {
+		return err
+	}
+	select {
+	case r := <-done:
+		if r.StatusCode != 0 {
+			return fmt.Errorf("the bare harness's shell exited %d", r.StatusCode)
+		}
+	case err := <-failed:
+		return err
 	}
 	return cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
 }
