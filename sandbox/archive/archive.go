@@ -225,7 +225,24 @@ func Reader(r io.Reader) (*tar.Reader, error) {
 
 // Extract writes a tar stream (plain or gzip) into dir, refusing unsafe
 // entries before writing them and never following a link out of dir.
+// What it writes is the caller's, with the modes of the archive less the
+// umask.
 func Extract(r io.Reader, dir string) error {
+	return extract(r, dir, nil)
+}
+
+// Owner is who owns what ExtractOwned writes.
+type Owner struct{ UID, GID int }
+
+// ExtractOwned is Extract as a container engine copies an archive in: each
+// entry owned by o and with its mode exactly as the archive has it
+// (permission bits only), whatever the umask. The caller must be allowed
+// to give files away (root).
+func ExtractOwned(r io.Reader, dir string, o Owner) error {
+	return extract(r, dir, &o)
+}
+
+func extract(r io.Reader, dir string, own *Owner) error {
 	tr, err := Reader(r)
 	if err != nil {
 		return err
@@ -280,6 +297,20 @@ func Extract(r io.Reader, dir string) error {
 			}
 		case tar.TypeLink:
 			if err := root.Link(path.Clean(h.Linkname), name); err != nil {
+				return fmt.Errorf("extract %s: %w", h.Name, err)
+			}
+			continue // the linked entry's owner and mode
+		default:
+			continue
+		}
+		if own == nil {
+			continue
+		}
+		if err := root.Lchown(name, own.UID, own.GID); err != nil {
+			return fmt.Errorf("extract %s: %w", h.Name, err)
+		}
+		if h.Typeflag != tar.TypeSymlink {
+			if err := root.Chmod(name, mode); err != nil {
 				return fmt.Errorf("extract %s: %w", h.Name, err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
@@ -20,19 +21,64 @@ import (
 // engine's archive API works on the container's own mounts, not on ours).
 
 // put extracts a tar stream from stdin into a folder, with the same checks
-// as every other upload.
+// as every other upload. With -owner UID:GID (run as root), what it
+// writes is owned by UID:GID with the archive's modes exactly, as the
+// engine's archive API writes it.
 func put(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: warden put DIR")
+	var own *archive.Owner
+	if len(args) == 3 && args[0] == "-owner" {
+		u, g, ok := strings.Cut(args[1], ":")
+		uid, err1 := strconv.Atoi(u)
+		gid, err2 := strconv.Atoi(g)
+		if !ok || err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+			return fmt.Errorf("put: -owner %q is not UID:GID", args[1])
+		}
+		own, args = &archive.Owner{UID: uid, GID: gid}, args[2:]
 	}
-	if err := os.MkdirAll(args[0], 0o755); err != nil {
+	if len(args) != 1 {
+		return errors.New("usage: warden put [-owner UID:GID] DIR")
+	}
+	if err := mkdirOwned(args[0], own); err != nil {
 		return err
 	}
-	err := archive.Extract(bufio.NewReaderSize(os.Stdin, 64<<10), args[0])
+	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	var err error
+	if own != nil {
+		err = archive.ExtractOwned(in, args[0], *own)
+	} else {
+		err = archive.Extract(in, args[0])
+	}
 	if errors.Is(err, archive.ErrUnsafe) {
 		return exitCode{5, err}
 	}
 	return err
+}
+
+// mkdirOwned makes dir and its missing parents, those it makes owned by
+// own when set.
+func mkdirOwned(dir string, own *archive.Owner) error {
+	if own == nil {
+		return os.MkdirAll(dir, 0o755)
+	}
+	dir = filepath.Clean(dir)
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirOwned(parent, own); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return os.Lchown(dir, own.UID, own.GID)
 }
 
 // get writes a file or folder as a tar stream, named by its base name.
