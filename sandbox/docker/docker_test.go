@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -535,28 +538,7 @@ func TestNoExecs(t *testing.T) {
 	b := newBackend(t)
 	run := "noexec-" + time.Now().Format("150405.000000")
 	ctx := context.Background()
-	evctx, stop := context.WithCancel(ctx)
-	defer stop()
-	msgs, errs := b.cli.Events(evctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("type", "container"), filters.Arg("label", sandbox.LabelRun+"="+run))})
-	var execs []string
-	var seen sync.WaitGroup
-	seen.Go(func() {
-		for {
-			select {
-			case m := <-msgs:
-				if strings.HasPrefix(string(m.Action), "exec_") {
-					execs = append(execs, string(m.Action))
-				}
-				if m.Action == events.ActionDestroy {
-					return
-				}
-			case <-errs:
-				return
-			case <-evctx.Done():
-				return
-			}
-		}
-	})
+	t0 := time.Now()
 	sb := start(t, b, sandbox.Spec{User: "nobody", Private: sandboxtest.Private, Labels: map[string]string{sandbox.LabelRun: run}})
 	agent := sb.Agent()
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -571,15 +553,56 @@ func TestNoExecs(t *testing.T) {
 	if r, err := agent.Exec(ctx, "echo back", sandbox.ExecOptions{}); err != nil || r.Stdout != "back\n" {
 		t.Fatalf("after the restart: %+v %v", r, err)
 	}
+	// Small files in and out of the private folders, from both sides.
+	for _, v := range []sandbox.Sandbox{sb, agent} {
+		for _, p := range []string{"/tmp/noexec/f", sandboxtest.Private[0] + "/f"} {
+			if v == agent && strings.HasPrefix(p, sandboxtest.Private[0]) {
+				continue
+			}
+			if err := v.WriteFile(ctx, p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if _, err := sb.Seal(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seen.Wait()
-	if len(execs) > 0 {
-		t.Errorf("the engine ran execs: %v", execs)
+	actions := containerActions(t, b, run, t0)
+	if !slices.Contains(actions, string(events.ActionCreate)) {
+		t.Fatalf("the engine's log has no create of the sandbox: %v", actions)
+	}
+	for _, a := range actions {
+		if strings.HasPrefix(a, "exec_") || a == string(events.ActionExtractToDir) {
+			t.Errorf("the engine ran %s: %v", a, actions)
+		}
+	}
+}
+
+// containerActions reads back from the engine's log what happened to the
+// containers of a run since t0. A subscription made before the work
+// would miss its first events: the client subscribes in the background.
+func containerActions(t *testing.T, b *Backend, run string, t0 time.Time) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, errs := b.cli.Events(ctx, events.ListOptions{
+		Since:   strconv.FormatInt(t0.Add(-time.Second).Unix(), 10),
+		Until:   strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("type", "container"), filters.Arg("label", sandbox.LabelRun+"="+run))})
+	var actions []string
+	for {
+		select {
+		case m := <-msgs:
+			actions = append(actions, string(m.Action))
+		case err := <-errs:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("engine events: %v", err)
+			}
+			return actions
+		}
 	}
 }
 
@@ -731,5 +754,87 @@ func TestNetworkNotOff(t *testing.T) {
 				t.Error("the backend did not fall back")
 			}
 		})
+	}
+}
+
+// TestPutLikeTheEngine: an isolated sandbox extracts small archives
+// outside the private folders with the warden (through the mux), not the
+// engine's archive API; what it leaves (owners, modes, links, contents)
+// must be what the engine leaves, for the plugin's side and the agent's,
+// with a named, a numeric and the image's own user.
+func TestPutLikeTheEngine(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []tar.Header{
+		{Name: "./pkg/", Typeflag: tar.TypeDir, Mode: 0o750, Uid: 7},
+		{Name: "./pkg/a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1, Uid: 7},
+		{Name: "./pkg/run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: 1},
+		{Name: "./pkg/ro", Typeflag: tar.TypeReg, Mode: 0o444, Size: 1},
+		{Name: "./pkg/secret", Typeflag: tar.TypeReg, Mode: 0o600, Size: 1},
+		{Name: "./pkg/group", Typeflag: tar.TypeReg, Mode: 0o664, Size: 1},
+		{Name: "./pkg/link", Typeflag: tar.TypeSymlink, Linkname: "a"},
+		{Name: "./top", Typeflag: tar.TypeReg, Mode: 0o640, Size: 1},
+	} {
+		tw.WriteHeader(&h)
+		if h.Size > 0 {
+			tw.Write([]byte("x"))
+		}
+	}
+	tw.Close()
+	b := newBackend(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name        string
+		spec        sandbox.Spec
+		plugin      bool
+		wantOwnerIn string // a line of the listing that names the owner
+	}{
+		{"image user", sandbox.Spec{}, true, "0:0 644 f ./pkg/a"},
+		{"named", sandbox.Spec{User: "nobody"}, true, "65534:65534 644 f ./pkg/a"},
+		{"numeric", sandbox.Spec{User: "4242:4343"}, true, "4242:4343 644 f ./pkg/a"},
+		{"agent", sandbox.Spec{AgentUser: "nobody"}, false, "65534:65534 644 f ./pkg/a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.spec.Workdir = "/tmp"
+			sb := start(t, b, c.spec)
+			if ok, err := sb.putThroughMux(ctx, "/opt/mux/in", buf.Bytes(), c.plugin); !ok || err != nil {
+				t.Fatalf("through the mux: %v %v", ok, err)
+			}
+			if err := sb.rootExec(ctx, "mkdir", "-p", "/opt/engine/in"); err != nil {
+				t.Fatal(err)
+			}
+			if err := sb.copyTo(ctx, "/opt/engine/in", buf.Bytes(), c.plugin); err != nil {
+				t.Fatal(err)
+			}
+			list := func(dir string) string {
+				r, err := sb.Exec(ctx, "cd "+dir+" && find . -mindepth 1 -printf '%U:%G %m %y %p\\n' | sort && cat pkg/a", sandbox.ExecOptions{})
+				if err != nil || r.ExitCode != 0 {
+					t.Fatalf("list %s: %+v %v", dir, r, err)
+				}
+				return r.Stdout
+			}
+			mux, engine := list("/opt/mux/in"), list("/opt/engine/in")
+			if mux != engine {
+				t.Errorf("through the mux:\n%s\nthrough the engine:\n%s", mux, engine)
+			}
+			if !strings.Contains(mux, c.wantOwnerIn+"\n") {
+				t.Errorf("owner: want a line %q in\n%s", c.wantOwnerIn, mux)
+			}
+			// The folders it had to make belong to the owner too.
+			r, _ := sb.Exec(ctx, "stat -c %u:%g /opt/mux/in", sandbox.ExecOptions{})
+			if want, _, _ := strings.Cut(c.wantOwnerIn, " "); strings.TrimSpace(r.Stdout) != want {
+				t.Errorf("/opt/mux/in owned by %q, want %q", r.Stdout, want)
+			}
+		})
+	}
+	// An unsafe archive is refused before anything is written.
+	sb := start(t, b, sandbox.Spec{Workdir: "/tmp"})
+	var bad bytes.Buffer
+	tw = tar.NewWriter(&bad)
+	tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+	tw.Write([]byte("x"))
+	tw.Close()
+	if ok, err := sb.putThroughMux(ctx, "/opt/bad", bad.Bytes(), true); !ok || !errors.Is(err, sandbox.ErrUnsafeArchive) {
+		t.Fatalf("unsafe archive: %v %v", ok, err)
 	}
 }

@@ -381,6 +381,9 @@ func (s *Shell) Groups() []int {
 	return slices.Clone(s.groups)
 }
 
+// Closed reports whether Close was called.
+func (s *Shell) Closed() bool { return s.closed.Load() }
+
 // Close ends the controller. Commands still running are the backend's to
 // kill (it owns the sandbox).
 func (s *Shell) Close() error {
