@@ -101,16 +101,7 @@ func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.File
 		}
 		return nil
 	}
-	if ok, err := v.put(ctx, path.Dir(full), buf.Bytes()); ok {
-		if err != nil {
-			return fmt.Errorf("write %s: %w", p, err)
-		}
-		return nil
-	}
-	if err := v.mkdir(ctx, path.Dir(full)); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if err := v.s.copyTo(ctx, path.Dir(full), buf.Bytes(), v.plugin); err != nil {
+	if err := v.copyIn(ctx, path.Dir(full), buf.Bytes()); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
@@ -197,16 +188,7 @@ func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
 		}
 		return nil
 	}
-	if ok, err := v.put(ctx, full, data); ok {
-		if err != nil {
-			return fmt.Errorf("upload to %s: %w", dir, err)
-		}
-		return nil
-	}
-	if err := v.mkdir(ctx, full); err != nil {
-		return fmt.Errorf("upload to %s: %w", dir, err)
-	}
-	if err := v.s.copyTo(ctx, full, data, v.plugin); err != nil {
+	if err := v.copyIn(ctx, full, data); err != nil {
 		return fmt.Errorf("upload to %s: %w", dir, err)
 	}
 	return nil
@@ -274,11 +256,20 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 	return nil
 }
 
-// put is putThroughMux for this view, which must still be open: the
-// agent's view closes alone, its sandbox living on.
-func (v view) put(ctx context.Context, dir string, data []byte) (bool, error) {
+// copyIn extracts a checked archive into dir, a folder outside the
+// plugin's private ones: through the mux where the sandbox has one and
+// the archive is small (putThroughMux), else through the engine's archive
+// API once the folder is made.
+func (v view) copyIn(ctx context.Context, dir string, data []byte) error {
+	if v.s.mux == nil || len(data) > muxPutMax {
+		if err := v.mkdir(ctx, dir); err != nil {
+			return err
+		}
+		return v.s.copyTo(ctx, dir, data, v.plugin)
+	}
+	// The agent's view closes alone, its sandbox living on.
 	if sh := v.shell(); sh != nil && sh.Closed() {
-		return true, sandbox.ErrClosed
+		return sandbox.ErrClosed
 	}
 	return v.s.putThroughMux(ctx, dir, data, v.plugin)
 }
@@ -287,29 +278,21 @@ func (v view) put(ctx context.Context, dir string, data []byte) (bool, error) {
 // goes through the engine's archive API, which streams it.
 const muxPutMax = 4 << 20
 
-// putThroughMux extracts a small archive into dir, outside the plugin's
+// putThroughMux extracts an archive into dir, outside the plugin's
 // private folders, with the warden run as root by the mux: in the
 // container's own mount namespace (the engine's view of it, not the
 // plugin shell's), with the checks of every upload, owned and with modes
 // as copyTo leaves them. The engine's archive API re-executes the engine's
 // binary to extract (about 100 ms of the machine's CPU a call); this is a
-// round trip on the stream the sandbox already has. It reports false
-// where there is no mux (a sandbox without isolation) or the archive is
-// large.
-func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, plugin bool) (bool, error) {
-	if s.mux == nil || len(data) > muxPutMax {
-		return false, nil
+// round trip on the stream the sandbox already has.
+func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, plugin bool) error {
+	user, _ := s.userOf(plugin)
+	if user == "" {
+		user = "0:0:" // the image's user, root
 	}
-	owner := s.owner
-	if !plugin {
-		_, owner = s.agentUserOr()
-	}
-	if owner == "" {
-		owner = "0:0" // the image's user, root
-	}
-	ch, err := s.mux.Open([]string{shell.WardenPath, "put", "-owner", owner, dir})
+	ch, err := s.mux.Open([]string{shell.WardenPath, "put", "-user", user, dir})
 	if err != nil {
-		return true, err
+		return err
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -326,19 +309,25 @@ func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, pl
 	case err = <-done:
 	case <-ctx.Done():
 		ch.Drop()
-		return true, ctx.Err()
+		return ctx.Err()
 	}
 	if err != nil {
-		return true, err
+		return err
 	}
-	switch exit := ch.Exit(); exit {
-	case "0":
-		return true, nil
-	case "5":
-		return true, fmt.Errorf("%w: %s", sandbox.ErrUnsafeArchive, strings.TrimSpace(ch.Stderr()))
-	default:
-		return true, fmt.Errorf("warden put: exit %s: %s", exit, strings.TrimSpace(ch.Stderr()))
+	code, err := strconv.Atoi(ch.Exit())
+	if err != nil {
+		return fmt.Errorf("warden put: %s %s", ch.Exit(), strings.TrimSpace(ch.Stderr()))
 	}
+	return shell.StatusError(sandbox.ExecResult{ExitCode: code, Stderr: ch.Stderr()})
+}
+
+// userOf is the user that owns what the plugin's side (plugin) or the
+// agent's copies in, and its "uid:gid" where known.
+func (s *Sandbox) userOf(plugin bool) (user, ids string) {
+	if plugin {
+		return s.user, s.owner
+	}
+	return s.agentUserOr()
 }
 
 // copyTo extracts a tar archive into dir, owned by the user of the
@@ -348,10 +337,7 @@ func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, pl
 // it: an exec in a container whose user is not root gets no
 // capabilities).
 func (s *Sandbox) copyTo(ctx context.Context, dir string, data []byte, plugin bool) error {
-	owner, ids := s.user, s.owner
-	if !plugin {
-		owner, ids = s.agentUserOr()
-	}
+	owner, ids := s.userOf(plugin)
 	if ids != "" {
 		owner = ids
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
@@ -21,32 +20,34 @@ import (
 // engine's archive API works on the container's own mounts, not on ours).
 
 // put extracts a tar stream from stdin into a folder, with the same checks
-// as every other upload. With -owner UID:GID (run as root), what it
-// writes is owned by UID:GID with the archive's modes exactly, as the
-// engine's archive API writes it.
+// as every other upload. With -user (run as root), what it writes, and
+// the folders it makes, are owned by that user's uid and gid, with the
+// archive's modes exactly, as the engine's archive API writes them.
 func put(args []string) error {
+	f, err := parse(args)
+	if err != nil {
+		return err
+	}
+	if len(f.rest) != 1 || f.argv != nil {
+		return errors.New("usage: warden put [-user U] DIR")
+	}
+	dir := f.rest[0]
 	var own *archive.Owner
-	if len(args) == 3 && args[0] == "-owner" {
-		u, g, ok := strings.Cut(args[1], ":")
-		uid, err1 := strconv.Atoi(u)
-		gid, err2 := strconv.Atoi(g)
-		if !ok || err1 != nil || err2 != nil || uid < 0 || gid < 0 {
-			return fmt.Errorf("put: -owner %q is not UID:GID", args[1])
+	if f.user != "" {
+		cred, err := credential(f.user)
+		if err != nil {
+			return err
 		}
-		own, args = &archive.Owner{UID: uid, GID: gid}, args[2:]
+		own = &archive.Owner{UID: int(cred.Uid), GID: int(cred.Gid)}
 	}
-	if len(args) != 1 {
-		return errors.New("usage: warden put [-owner UID:GID] DIR")
-	}
-	if err := mkdirOwned(args[0], own); err != nil {
+	if err := mkdirOwned(dir, own); err != nil {
 		return err
 	}
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
-	var err error
 	if own != nil {
-		err = archive.ExtractOwned(in, args[0], *own)
+		err = archive.ExtractOwned(in, dir, *own)
 	} else {
-		err = archive.Extract(in, args[0])
+		err = archive.Extract(in, dir)
 	}
 	if errors.Is(err, archive.ErrUnsafe) {
 		return exitCode{5, err}

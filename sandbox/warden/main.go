@@ -30,9 +30,9 @@
 //	warden kill NSINIT PGID
 //	    kills process group PGID as numbered inside the PID namespace whose
 //	    init is NSINIT.
-//	warden put [-owner UID:GID] DIR
+//	warden put [-user U] DIR
 //	                    extracts a tar stream from stdin into DIR (with
-//	                    -owner, as root: owned by UID:GID, modes exact)
+//	                    -user, as root: owned by U, modes exact)
 //	warden get PATH     writes PATH (file or folder) as a tar stream
 //	warden read PATH N  writes the first N bytes of file PATH; the file's
 //	                    size goes to stderr as "size S"
