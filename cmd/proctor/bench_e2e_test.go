@@ -101,7 +101,11 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 		b.Fatal(err)
 	}
 	defer cli.Close()
-	script := floorScript(b, w)
+	test, err := os.ReadFile("../../testdata/tb2/tasks/hello-file/tests/test.sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	script := floorScript(w, string(test))
 	// Each part's wall time and the machine's CPU time while it ran: on a
 	// machine whose cores the run keeps busy, CPU is what throughput buys.
 	var proctor, baseline, floor, withCommands, bare, proctorCPU, floorCPU, withCommandsCPU, bareCPU []time.Duration
@@ -134,7 +138,7 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 			return engineFloor(b, w, func(ctx context.Context) error { return floorOne(ctx, cli, script) })
 		})
 		timed(&bare, &bareCPU, func() time.Duration {
-			return engineFloor(b, w, func(ctx context.Context) error { return bareOne(ctx, cli, w) })
+			return engineFloor(b, w, func(ctx context.Context) error { return bareOne(ctx, cli, w, string(test)) })
 		})
 		b.Logf("round %d (load %s): proctor %.2fs (CPU %.2fs)  baseline %.2fs  floor %.2fs (CPU %.2fs)  floor with the commands %.2fs (CPU %.2fs)  bare harness %.2fs (CPU %.2fs)", round, load,
 			proctor[round].Seconds(), proctorCPU[round].Seconds(), baseline[round].Seconds(), floor[round].Seconds(), floorCPU[round].Seconds(),
@@ -174,25 +178,30 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 // second floor: the container's first process writes the file, runs each
 // terminal command with `bash -c` (as the agent's tool does), writes the
 // task's test.sh and runs it, and exits 0 only when the reward is 1.
-func floorScript(b *testing.B, w e2eWorkload) string {
-	test, err := os.ReadFile("../../testdata/tb2/tasks/hello-file/tests/test.sh")
-	if err != nil {
-		b.Fatal(err)
-	}
+func floorScript(w e2eWorkload, test string) string {
 	var sb strings.Builder
 	sb.WriteString("mkdir -p /logs/agent /logs/verifier /tests\n")
 	for _, c := range w.calls {
-		switch c.tool {
-		case "write_file":
-			fmt.Fprintf(&sb, "mkdir -p %s && printf %%s %s > %s\n", shell.Quote(filepath.Dir(c.path)), shell.Quote(c.content), shell.Quote(c.path))
-		case "terminal":
-			fmt.Fprintf(&sb, "bash -c %s >/dev/null 2>&1\n", shell.Quote(c.command))
-		}
+		fmt.Fprintf(&sb, "{ %s; } >/dev/null 2>&1\n", c.script())
 	}
-	fmt.Fprintf(&sb, "printf %%s %s > /tests/test.sh\n", shell.Quote(string(test)))
-	sb.WriteString("bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1\n")
+	sb.WriteString(verifyScript(test) + "\n")
 	sb.WriteString("[ \"$(cat /logs/verifier/reward.txt)\" = 1 ]\n")
 	return sb.String()
+}
+
+// script is the call as a harness with no agent tools of its own runs it:
+// write_file as mkdir and printf, terminal with `bash -c`.
+func (c e2eCall) script() string {
+	if c.tool == "write_file" {
+		return fmt.Sprintf("mkdir -p %s && printf %%s %s > %s", shell.Quote(filepath.Dir(c.path)), shell.Quote(c.content), shell.Quote(c.path))
+	}
+	return "bash -c " + shell.Quote(c.command)
+}
+
+// verifyScript writes test and runs it as the task's verifier, its output
+// in test-stdout.txt; the folders must be there.
+func verifyScript(test string) string {
+	return fmt.Sprintf("printf %%s %s > /tests/test.sh && bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1", shell.Quote(test))
 }
 
 // writeE2EInputs writes the workload's replay script and run config for
@@ -337,12 +346,7 @@ func floorOne(ctx context.Context, cli *client.Client, script string) error {
 		return err
 	}
 	if script != "" {
-		select {
-		case r := <-done:
-			if r.StatusCode != 0 {
-				return fmt.Errorf("the floor's script exited %d", r.StatusCode)
-			}
-		case err := <-failed:
+		if err := exited(done, failed, "the floor's script"); err != nil {
 			return err
 		}
 	}
@@ -373,7 +377,7 @@ const bareLoop = `while read -r n; do IFS= read -r -N "$n" c; eval "$c"; printf 
 // test.sh, run it, print the reward), then stdin closes and the exited
 // container is removed. No output caps, time limits, isolation, plugin or
 // records: the transport's own cost, a floor under any such harness.
-func bareOne(ctx context.Context, cli *client.Client, w e2eWorkload) error {
+func bareOne(ctx context.Context, cli *client.Client, w e2eWorkload, test string) error {
 	cfg := floorConfig([]string{"bash", "-c", bareLoop})
 	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true, true, true
 	c, err := cli.ContainerCreate(ctx, cfg, floorHostConfig(), nil, nil, "")
@@ -410,20 +414,11 @@ func bareOne(ctx context.Context, cli *client.Client, w e2eWorkload) error {
 		}
 	}
 	for _, tc := range w.calls {
-		script := "bash -c " + shell.Quote(tc.command) + " 2>&1"
-		if tc.tool == "write_file" {
-			script = fmt.Sprintf("mkdir -p %s && printf %%s %s > %s", shell.Quote(filepath.Dir(tc.path)), shell.Quote(tc.content), shell.Quote(tc.path))
-		}
-		if _, err := call(script); err != nil {
+		if _, err := call(tc.script() + " 2>&1"); err != nil {
 			return err
 		}
 	}
-	test, err := os.ReadFile("../../testdata/tb2/tasks/hello-file/tests/test.sh")
-	if err != nil {
-		return err
-	}
-	reward, err := call(fmt.Sprintf("mkdir -p /logs/verifier /tests && printf %%s %s > /tests/test.sh && bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; cat /logs/verifier/reward.txt",
-		shell.Quote(string(test))))
+	reward, err := call("mkdir -p /logs/verifier /tests && " + verifyScript(test) + "; cat /logs/verifier/reward.txt")
 	if err != nil {
 		return err
 	}
@@ -433,15 +428,24 @@ func bareOne(ctx context.Context, cli *client.Client, w e2eWorkload) error {
 	if err := hj.CloseWrite(); err != nil {
 		return err
 	}
-	select {
-	case r := <-done:
-		if r.StatusCode != 0 {
-			return fmt.Errorf("the bare harness's shell exited %d", r.StatusCode)
-		}
-	case err := <-failed:
+	if err := exited(done, failed, "the bare harness's shell"); err != nil {
 		return err
 	}
 	return cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+}
+
+// exited waits for a container's exit as ContainerWait reports it, and
+// fails unless its first process (what) exited 0.
+func exited(done <-chan container.WaitResponse, failed <-chan error, what string) error {
+	select {
+	case r := <-done:
+		if r.StatusCode != 0 {
+			return fmt.Errorf("%s exited %d", what, r.StatusCode)
+		}
+		return nil
+	case err := <-failed:
+		return err
+	}
 }
 
 // passedRecords counts the passed rollouts in a results.jsonl.
