@@ -257,7 +257,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(full)
+	// Opening never blocks: a FIFO or device left at the path reads as
+	// empty, as the other backends read it.
+	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
 	}
@@ -269,8 +271,11 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, 0, err
 	}
-	if st.IsDir() {
+	switch {
+	case st.IsDir():
 		return nil, 0, fmt.Errorf("read %s: is a directory", p)
+	case !st.Mode().IsRegular():
+		return nil, 0, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit))
 	return b, st.Size(), err

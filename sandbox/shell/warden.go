@@ -127,7 +127,7 @@ type Files struct {
 
 // Put extracts a tar archive into dir, with the checks of every upload.
 func (f Files) Put(ctx context.Context, dir string, tar []byte) error {
-	r, err := f.Exec(ctx, WardenCommand("put", dir), sandbox.ExecOptions{Fresh: true, Stdin: tar})
+	r, err := f.Exec(ctx, "exec "+WardenCommand("put", dir), sandbox.ExecOptions{Fresh: true, Stdin: tar})
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (f Files) Put(ctx context.Context, dir string, tar []byte) error {
 // Get returns a file or folder as a tar archive of at most MaxArchive
 // bytes.
 func (f Files) Get(ctx context.Context, p string) ([]byte, error) {
-	r, err := f.Exec(ctx, WardenCommand("get", p), sandbox.ExecOptions{Fresh: true, MaxOutput: MaxArchive + 1})
+	r, err := f.Exec(ctx, "exec "+WardenCommand("get", p), sandbox.ExecOptions{Fresh: true, MaxOutput: MaxArchive + 1})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/proctor-dev/proctor/sandbox/archive"
 )
@@ -106,31 +107,49 @@ func get(args []string) error {
 }
 
 // read writes at most n bytes of a file, following links as any reader
-// would, and reports the file's size on stderr.
+// would (with -nofollow, not a link as the path itself), and reports the
+// file's size on stderr. It never blocks on opening: a FIFO or a device
+// someone left at the path reads as empty, as in the engine's archive.
 func read(args []string) error {
-	if len(args) != 2 {
-		return errors.New("usage: warden read PATH N")
+	f, err := parse(args)
+	if err != nil {
+		return err
 	}
-	n, err := strconv.ParseInt(args[1], 10, 64)
+	if len(f.rest) != 2 || f.argv != nil {
+		return errors.New("usage: warden read [-nofollow] PATH N")
+	}
+	p := f.rest[0]
+	n, err := strconv.ParseInt(f.rest[1], 10, 64)
 	if err != nil || n < 0 {
 		return errors.New("read: N must be a byte count")
 	}
-	f, err := os.Open(args[0])
+	flag := os.O_RDONLY | syscall.O_NONBLOCK
+	if f.nofollow {
+		flag |= syscall.O_NOFOLLOW
+	}
+	file, err := os.OpenFile(p, flag, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return exitCode{3, err}
+		case f.nofollow && errors.Is(err, syscall.ELOOP):
+			return exitCode{6, fmt.Errorf("%s is a link", p)}
 		}
 		return err
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	defer file.Close()
+	st, err := file.Stat()
 	if err != nil {
 		return err
 	}
-	if st.IsDir() {
-		return exitCode{4, fmt.Errorf("%s is a directory", args[0])}
+	switch {
+	case st.IsDir():
+		return exitCode{4, fmt.Errorf("%s is a directory", p)}
+	case !st.Mode().IsRegular():
+		fmt.Fprintln(os.Stderr, "size 0")
+		return nil
 	}
 	fmt.Fprintf(os.Stderr, "size %d\n", st.Size())
-	_, err = io.Copy(os.Stdout, io.LimitReader(f, n))
+	_, err = io.Copy(os.Stdout, io.LimitReader(file, n))
 	return err
 }

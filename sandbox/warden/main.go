@@ -34,12 +34,16 @@
 //	                    extracts a tar stream from stdin into DIR (with
 //	                    -user, as root: owned by U, modes exact)
 //	warden get PATH     writes PATH (file or folder) as a tar stream
-//	warden read PATH N  writes the first N bytes of file PATH; the file's
-//	                    size goes to stderr as "size S"
+//	warden read [-nofollow] PATH N
+//	                    writes the first N bytes of file PATH; the file's
+//	                    size goes to stderr as "size S". Anything but a
+//	                    regular file reads as empty, as the engine's
+//	                    archive gives it; with -nofollow, a link as PATH
+//	                    is refused (exit 6)
 //	warden id USER      prints the uid and gid USER runs as
 //
 // Exit codes of put, get and read: 0 ok, 3 not found, 4 a directory (read),
-// 5 an unsafe archive (put), 1 anything else.
+// 5 an unsafe archive (put), 6 a link (read -nofollow), 1 anything else.
 package main
 
 import (
@@ -118,14 +122,16 @@ func fail(code int, format string, a ...any) {
 }
 
 // flags is the little option parser every command shares: repeated
-// "-name value" pairs, then "--" and the command to run.
+// "-name value" pairs (and the switch -nofollow), then "--" and the
+// command to run.
 type flags struct {
-	private []string
-	size    int64
-	user    string
-	ns      int
-	argv    []string
-	rest    []string
+	private  []string
+	size     int64
+	user     string
+	ns       int
+	nofollow bool
+	argv     []string
+	rest     []string
 }
 
 func parse(args []string) (flags, error) {
@@ -138,6 +144,10 @@ func parse(args []string) (flags, error) {
 		}
 		if !strings.HasPrefix(a, "-") {
 			f.rest = append(f.rest, a)
+			continue
+		}
+		if a == "-nofollow" {
+			f.nofollow = true
 			continue
 		}
 		if i+1 >= len(args) {
