@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -110,10 +109,10 @@ func benchWorkload(b *testing.B, w e2eWorkload) {
 	// machine whose cores the run keeps busy, CPU is what throughput buys.
 	var proctor, baseline, floor, withCommands, bare, proctorCPU, floorCPU, withCommandsCPU, bareCPU []time.Duration
 	timed := func(wall, cpu *[]time.Duration, f func() time.Duration) {
-		c0 := machineCPU()
+		c0 := sandboxtest.MachineCPU()
 		*wall = append(*wall, f())
 		if cpu != nil {
-			*cpu = append(*cpu, machineCPU()-c0)
+			*cpu = append(*cpu, sandboxtest.MachineCPU()-c0)
 		}
 	}
 	round := 0
@@ -473,26 +472,6 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// machineCPU is the CPU time all the machine's cores have spent busy
-// (user, nice, system, irq, softirq, steal), from /proc/stat.
-func machineCPU() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	var ticks int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 || i >= 8 { // idle, iowait, guest (counted in user)
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // loadAverage is the machine's 1-minute load average, for the log.

@@ -211,6 +211,9 @@ type Sandbox struct {
 	conn    io.Closer    // the stream attached to the container's first process
 	stderr  *headBuffer  // the head of that process's stderr
 	mux     *mux.Client  // the warden's mux on that stream, in an isolated sandbox
+	// bound: the warden's folder is bound into a sandbox without
+	// isolation whose shell runs as root, for its small uploads.
+	bound bool
 
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
@@ -359,19 +362,34 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
 	var send []byte // the warden, for a container that cannot bind it
-	if b.isolate {
+	bound := false
+	switch {
+	case b.isolate:
 		if m, ok := b.wardens.mount(warden); ok {
 			hc.Mounts = append(hc.Mounts, m)
 		} else {
 			send = warden
 		}
+	case rootUser(user) && rootGroup(user):
+		// Without isolation the warden only extracts small uploads and
+		// reads files, run by the root shell as root:root (view.copyIn,
+		// view.readAsRoot); where it cannot be bound, the archive API
+		// does.
+		if w, err := shell.Warden(ii.Architecture); err == nil {
+			if m, ok := b.wardens.mount(w); ok {
+				hc.Mounts, bound = append(hc.Mounts, m), true
+			}
+		}
 	}
 	cfg.Entrypoint = b.entrypoint(send, offline)
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if bindRefused(err) && send == nil {
-		b.log.Debug("the engine cannot bind the warden's folder: sending it to each container", "err", err)
+	if bindRefused(err) && len(hc.Mounts) > 0 {
+		b.log.Debug("the engine cannot bind the warden's folder: sending it to each isolated container", "err", err)
 		b.wardens.disable()
-		hc.Mounts, send = nil, warden
+		hc.Mounts, bound = nil, false
+		if b.isolate {
+			send = warden
+		}
 		cfg.Entrypoint = b.entrypoint(send, offline)
 		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	}
@@ -389,7 +407,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem, bound: bound}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if err := s.boot(ctx, send, env); err != nil {
 		s.remove(ctx)
@@ -622,7 +640,7 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 		}
 		return note, nil
 	}
-	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
+	r, err := s.sh.Exec(ctx, "exec "+shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
 	if err != nil {
 		return note, s.gone(ctx, err)
 	}
@@ -636,6 +654,13 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 func rootUser(u string) bool {
 	name, _, _ := strings.Cut(u, ":")
 	return name == "" || name == "0" || name == "root"
+}
+
+// rootGroup reports whether a user runs with group 0: no group given (root's
+// own), or group 0 or root.
+func rootGroup(u string) bool {
+	_, group, ok := strings.Cut(u, ":")
+	return !ok || group == "0" || group == "root"
 }
 
 // agentView is the agent's side of an isolated sandbox: its own shell in

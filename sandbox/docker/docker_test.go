@@ -58,6 +58,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Without isolation a root shell extracts and reads small files with the
+// warden bound in; another user's goes through the engine's archive API.
+func TestConformancePlain(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	plain, err := New(WithIsolation(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	sandboxtest.Run(t, sandboxtest.Caps{Isolated: true}, func(t *testing.T) sandbox.Sandbox {
+		sb := start(t, plain, sandbox.Spec{Workdir: "/work"})
+		if !sb.bound {
+			t.Fatal("a root sandbox without isolation has no warden bound")
+		}
+		return sb
+	})
+}
+
 func TestSecureDefaults(t *testing.T) {
 	b := newBackend(t)
 	sb := start(t, b, sandbox.Spec{})

@@ -23,9 +23,11 @@ import (
 )
 
 // view is one side of a sandbox, the plugin's or the agent's. Its commands
-// run in its own shell. Files go through the engine's archive API, except
-// those in the plugin's private folders: they live in the plugin shell's
-// mount namespace, which only that shell (and the warden it runs) reaches.
+// run in its own shell. Files in the plugin's private folders go through
+// that shell: they live in its mount namespace, which only it (and the
+// warden it runs) reaches. Small files elsewhere go through the warden run
+// as root where the sandbox has one (copyIn, readAsRoot); the rest through
+// the engine's archive API.
 type view struct {
 	s      *Sandbox
 	shell  func() *shell.Shell
@@ -119,6 +121,12 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 	if v.private(full) {
 		return v.readThroughShell(ctx, p, full, limit)
 	}
+	if data, size, ok, err := v.readAsRoot(ctx, full, limit); ok {
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s: %w", p, err)
+		}
+		return data, size, nil
+	}
 	rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
 	if err != nil {
 		if client.IsErrNotFound(err) {
@@ -157,7 +165,7 @@ func (v view) readThroughShell(ctx context.Context, p, full string, limit int64)
 	} else {
 		q, n := shell.Quote(full), strconv.FormatInt(limit, 10)
 		var r sandbox.ExecResult
-		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
+		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; [ -f "+q+" ] || { echo 'size 0' >&2; exit 0; }; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
 			sandbox.ExecOptions{Fresh: true, MaxOutput: shell.ReadMaxOutput(limit)})
 		if err == nil {
 			data, size, err = shell.ReadResult(r)
@@ -257,26 +265,35 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 }
 
 // copyIn extracts a checked archive into dir, a folder outside the
-// plugin's private ones: through the mux where the sandbox has one and
-// the archive is small (putThroughMux), else through the engine's archive
-// API once the folder is made.
+// plugin's private ones. A small archive goes to the warden: through the
+// mux in an isolated sandbox (putThroughMux), through the root shell in a
+// sandbox without isolation that has the warden bound; anything else
+// goes through the engine's archive API once the folder is made.
 func (v view) copyIn(ctx context.Context, dir string, data []byte) error {
-	if v.s.mux == nil || len(data) > muxPutMax {
-		if err := v.mkdir(ctx, dir); err != nil {
+	switch {
+	case len(data) > putMax:
+	case v.s.mux != nil:
+		// The agent's view closes alone, its sandbox living on.
+		if sh := v.shell(); sh != nil && sh.Closed() {
+			return sandbox.ErrClosed
+		}
+		return v.s.putThroughMux(ctx, dir, data, v.plugin)
+	case v.s.bound:
+		r, err := v.Exec(ctx, "exec "+shell.WardenCommand("put", "-user", "0:0:", dir), sandbox.ExecOptions{Fresh: true, Stdin: data})
+		if err != nil {
 			return err
 		}
-		return v.s.copyTo(ctx, dir, data, v.plugin)
+		return shell.StatusError(r)
 	}
-	// The agent's view closes alone, its sandbox living on.
-	if sh := v.shell(); sh != nil && sh.Closed() {
-		return sandbox.ErrClosed
+	if err := v.mkdir(ctx, dir); err != nil {
+		return err
 	}
-	return v.s.putThroughMux(ctx, dir, data, v.plugin)
+	return v.s.copyTo(ctx, dir, data, v.plugin)
 }
 
-// muxPutMax is the largest archive putThroughMux takes; a larger tree
-// goes through the engine's archive API, which streams it.
-const muxPutMax = 4 << 20
+// putMax is the largest archive the warden extracts; a larger tree goes
+// through the engine's archive API, which streams it.
+const putMax = 4 << 20
 
 // putThroughMux extracts an archive into dir, outside the plugin's
 // private folders, with the warden run as root by the mux: in the
@@ -290,15 +307,29 @@ func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, pl
 	if user == "" {
 		user = "0:0:" // the image's user, root
 	}
-	ch, err := s.mux.Open([]string{shell.WardenPath, "put", "-user", user, dir})
+	r, err := s.muxRun(ctx, []string{shell.WardenPath, "put", "-user", user, dir}, data, 0)
 	if err != nil {
 		return err
 	}
+	return shell.StatusError(r)
+}
+
+// muxRun runs argv on a channel of the mux with stdin, keeping at most
+// max bytes of its stdout.
+func (s *Sandbox) muxRun(ctx context.Context, argv []string, stdin []byte, max int64) (sandbox.ExecResult, error) {
+	ch, err := s.mux.Open(argv)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := ch.Write(data)
+		_, err := ch.Write(stdin)
 		if cerr := ch.Close(); err == nil {
 			err = cerr
+		}
+		if _, rerr := io.Copy(&out, io.LimitReader(ch, max)); rerr != nil && err == nil {
+			err = rerr
 		}
 		if _, rerr := io.Copy(io.Discard, ch); rerr != nil && err == nil {
 			err = rerr
@@ -309,17 +340,50 @@ func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, pl
 	case err = <-done:
 	case <-ctx.Done():
 		ch.Drop()
-		return ctx.Err()
+		return sandbox.ExecResult{}, ctx.Err()
 	}
 	if err != nil {
-		return err
+		return sandbox.ExecResult{}, err
 	}
 	code, err := strconv.Atoi(ch.Exit())
 	if err != nil {
-		return fmt.Errorf("warden put: %s %s", ch.Exit(), strings.TrimSpace(ch.Stderr()))
+		return sandbox.ExecResult{}, fmt.Errorf("%s: %s %s", path.Base(argv[0]), ch.Exit(), strings.TrimSpace(ch.Stderr()))
 	}
-	return shell.StatusError(sandbox.ExecResult{ExitCode: code, Stderr: ch.Stderr()})
+	return sandbox.ExecResult{ExitCode: code, Stdout: out.String(), Stderr: ch.Stderr()}, nil
 }
+
+// readAsRoot reads a file outside the plugin's private folders with the
+// warden run as root, as the engine's archive API reads it: through the
+// mux in an isolated sandbox, through the root shell of a sandbox without
+// isolation that has the warden bound. ok is false where there is no
+// warden to run, and for a link: the view's shell follows it, as before.
+// The archive API re-executes the engine's binary for every read.
+func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []byte, size int64, ok bool, err error) {
+	argv := []string{shell.WardenPath, "read", "-nofollow", full, strconv.FormatInt(limit, 10)}
+	var r sandbox.ExecResult
+	switch {
+	case v.s.mux != nil:
+		if sh := v.shell(); sh != nil && sh.Closed() {
+			return nil, 0, true, sandbox.ErrClosed
+		}
+		r, err = v.s.muxRun(ctx, argv, nil, limit)
+	case v.s.bound:
+		r, err = v.Exec(ctx, "exec "+shell.WardenCommand(argv[1:]...), sandbox.ExecOptions{Fresh: true, MaxOutput: shell.ReadMaxOutput(limit)})
+	default:
+		return nil, 0, false, nil
+	}
+	if err == nil && r.ExitCode == exitLink {
+		return nil, 0, false, nil
+	}
+	if err == nil {
+		data, size, err = shell.ReadResult(r)
+	}
+	return data, size, true, err
+}
+
+// exitLink is the warden's exit status for a link it was told not to
+// follow.
+const exitLink = 6
 
 // userOf is the user that owns what the plugin's side (plugin) or the
 // agent's copies in, and its "uid:gid" where known.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,28 @@ func BaseImage() string {
 		return v
 	}
 	return "proctor-base:bookworm"
+}
+
+// MachineCPU is the CPU time all the machine's cores have spent busy
+// (user, nice, system, irq, softirq, steal), from /proc/stat: what a
+// benchmark's work cost the whole machine, the engine's processes
+// included.
+func MachineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var ticks int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait, guest (counted in user)
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // RequireDocker skips the test when no Docker engine answers, unless
@@ -279,6 +302,18 @@ func (s *suite) files(t *testing.T) {
 	}
 	if _, _, err := sb.ReadFile(ctx, "no/such/file", 0); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("missing file: want ErrNotFound, got %v", err)
+	}
+	// What a command leaves at a path a verifier reads is read, never
+	// waited on: a FIFO with no writer reads as empty, as a folder is an
+	// error of its own.
+	mustExec(t, sb, "mkdir -p adir && mkfifo fifo", sandbox.ExecOptions{})
+	if _, _, err := sb.ReadFile(ctx, "adir", 0); err == nil || errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("a folder: want an error other than ErrNotFound, got %v", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if got, size, err := sb.ReadFile(fctx, "fifo", 0); err != nil || len(got) != 0 || size != 0 {
+		t.Errorf("a FIFO: want it empty, got %q of size %d, %v", got, size, err)
 	}
 }
 
