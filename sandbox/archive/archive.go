@@ -269,6 +269,9 @@ func extract(r io.Reader, dir string, own *Owner) error {
 			continue
 		}
 		mode := fs.FileMode(h.Mode).Perm()
+		if err := makeRoom(root, name, h.Typeflag); err != nil {
+			return fmt.Errorf("extract %s: %w", h.Name, err)
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := root.MkdirAll(name, 0o755); err != nil {
@@ -280,7 +283,7 @@ func extract(r io.Reader, dir string, own *Owner) error {
 					return fmt.Errorf("extract %s: %w", h.Name, err)
 				}
 			}
-			f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode|0o200)
+			f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode|0o200)
 			if err != nil {
 				return fmt.Errorf("extract %s: %w", h.Name, err)
 			}
@@ -315,6 +318,25 @@ func extract(r io.Reader, dir string, own *Owner) error {
 			}
 		}
 	}
+}
+
+// makeRoom removes what is at name before an entry of type typ is written
+// there, as a container engine replaces it: a FIFO would hold the write's
+// open, a link would lead it elsewhere, a hard link would change the
+// file's other names too. A folder stays for a folder entry.
+func makeRoom(root *os.Root, name string, typ byte) error {
+	fi, err := root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.IsDir() && typ == tar.TypeDir:
+		return nil
+	case typ != tar.TypeDir && typ != tar.TypeReg && typ != tar.TypeRegA && typ != tar.TypeSymlink && typ != tar.TypeLink:
+		return nil // an entry that is skipped
+	}
+	return root.RemoveAll(name)
 }
 
 // Pack writes path (a file or a folder, walked in lexical order) to tw,

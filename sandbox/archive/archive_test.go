@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type entry struct {
@@ -166,6 +168,64 @@ func TestExtractSymlinkThenWriteThrough(t *testing.T) {
 	_ = Extract(bytes.NewReader(data), dir)
 	if _, err := os.Stat(filepath.Join(parent, "outside", "pwned")); err == nil {
 		t.Fatal("a chain of symlinks let an entry escape the root")
+	}
+}
+
+// What is at an entry's name is replaced, as the engine replaces it: a
+// FIFO must not hold the write, a link must not lead it elsewhere, a hard
+// link must not change the file's other names, and a folder gives way to
+// a file.
+func TestExtractReplaces(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "target")
+	os.WriteFile(outside, []byte("outside"), 0o644)
+	os.WriteFile(filepath.Join(dir, "kept"), []byte("kept"), 0o644)
+	os.WriteFile(filepath.Join(dir, "other"), []byte("other"), 0o644)
+	for _, err := range []error{
+		syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644),
+		os.Symlink("kept", filepath.Join(dir, "inlink")),
+		os.Symlink(outside, filepath.Join(dir, "outlink")),
+		os.Link(filepath.Join(dir, "other"), filepath.Join(dir, "hard")),
+		os.MkdirAll(filepath.Join(dir, "was-dir", "sub"), 0o755),
+		os.MkdirAll(filepath.Join(dir, "stays", "old"), 0o755),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := build(t,
+		entry{name: "fifo", body: "f"},
+		entry{name: "inlink", body: "i"},
+		entry{name: "outlink", body: "o"},
+		entry{name: "hard", body: "h"},
+		entry{name: "was-dir", body: "w"},
+		entry{name: "stays/", typ: tar.TypeDir},
+		entry{name: "kept", link: "other", typ: tar.TypeSymlink},
+	)
+	done := make(chan error, 1)
+	go func() { done <- Extract(bytes.NewReader(data), dir) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the extraction waits on the FIFO")
+	}
+	for p, want := range map[string]string{"fifo": "f", "inlink": "i", "outlink": "o", "hard": "h", "was-dir": "w", "other": "other", "kept": "other"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside" {
+		t.Errorf("the file a link pointed to outside became %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "inlink")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("inlink is still a link: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stays", "old")); err != nil {
+		t.Errorf("a folder entry over a folder emptied it: %v", err)
 	}
 }
 
