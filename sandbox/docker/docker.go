@@ -54,6 +54,10 @@ type Backend struct {
 	// this engine (offlineRefused), so sandboxes on "none" get the
 	// engine's network "none" instead (see Start).
 	networked atomic.Bool
+	// archiveOnly: the warden cannot do the host's root file operations
+	// on this machine (archiveFallback), so small uploads and reads go
+	// through the engine's archive API, as large ones do.
+	archiveOnly atomic.Bool
 	// fakeOffline changes the containers made with their network off, to
 	// play an engine that does not run them as proctor needs (tests only).
 	fakeOffline func(*container.Config, *container.HostConfig)
@@ -384,7 +388,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	cfg.Entrypoint = b.entrypoint(send, offline)
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if bindRefused(err) && len(hc.Mounts) > 0 {
-		b.log.Debug("the engine cannot bind the warden's folder: sending it to each isolated container", "err", err)
+		b.log.Debug("the engine cannot bind the warden's folder: sending it to each isolated container, and leaving it out of the others", "err", err)
 		b.wardens.disable()
 		hc.Mounts, bound = nil, false
 		if b.isolate {

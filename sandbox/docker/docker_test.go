@@ -22,6 +22,7 @@ import (
 
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
+	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
 func newBackend(t testing.TB) *Backend {
@@ -811,11 +812,21 @@ func TestPutLikeTheEngine(t *testing.T) {
 		{"named", sandbox.Spec{User: "nobody"}, true, "65534:65534 644 f ./pkg/a"},
 		{"numeric", sandbox.Spec{User: "4242:4343"}, true, "4242:4343 644 f ./pkg/a"},
 		{"agent", sandbox.Spec{AgentUser: "nobody"}, false, "65534:65534 644 f ./pkg/a"},
+		// What the agent left at the names is replaced: a FIFO (which
+		// would hold the write), a link to a file elsewhere (which would
+		// lead the write there), a hard link (whose other name would
+		// change too).
+		{"over what is there", sandbox.Spec{}, false, "0:0 644 f ./pkg/a"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.spec.Workdir = "/tmp"
 			sb := start(t, b, c.spec)
-			if err := sb.putThroughMux(ctx, "/opt/mux/in", buf.Bytes(), c.plugin); err != nil {
+			if c.name == "over what is there" {
+				for _, d := range []string{"/opt/mux/in", "/opt/engine/in"} {
+					mustRun(t, sb, "mkdir -p "+d+"/pkg && mkfifo "+d+"/pkg/a && echo keep > /opt/keep && ln -s /opt/keep "+d+"/pkg/run.sh && ln /opt/keep "+d+"/pkg/ro")
+				}
+			}
+			if err := muxPut(ctx, sb, "/opt/mux/in", buf.Bytes(), c.plugin); err != nil {
 				t.Fatalf("through the mux: %v", err)
 			}
 			if err := sb.rootExec(ctx, "mkdir", "-p", "/opt/engine/in"); err != nil {
@@ -832,6 +843,9 @@ func TestPutLikeTheEngine(t *testing.T) {
 				return r.Stdout
 			}
 			mux, engine := list("/opt/mux/in"), list("/opt/engine/in")
+			if r := mustRun(t, sb, "cat /opt/keep 2>/dev/null || true"); c.name == "over what is there" && r.Stdout != "keep\n" {
+				t.Errorf("the file links pointed to became %q", r.Stdout)
+			}
 			if mux != engine {
 				t.Errorf("through the mux:\n%s\nthrough the engine:\n%s", mux, engine)
 			}
@@ -852,7 +866,64 @@ func TestPutLikeTheEngine(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
 	tw.Write([]byte("x"))
 	tw.Close()
-	if err := sb.putThroughMux(ctx, "/opt/bad", bad.Bytes(), true); !errors.Is(err, sandbox.ErrUnsafeArchive) {
+	if err := muxPut(ctx, sb, "/opt/bad", bad.Bytes(), true); !errors.Is(err, sandbox.ErrUnsafeArchive) {
 		t.Fatalf("unsafe archive: %v", err)
 	}
+}
+
+// muxPut is putThroughMux with the warden's status as an error.
+func muxPut(ctx context.Context, sb *Sandbox, dir string, data []byte, plugin bool) error {
+	r, err := sb.putThroughMux(ctx, dir, data, plugin)
+	if err != nil {
+		return err
+	}
+	return shell.StatusError(r)
+}
+
+// TestArchiveFallback: where the warden cannot do the host's root file
+// operations (a kernel without openat2, a warden that cannot run), the
+// backend says so once and uses the engine's archive API from then on.
+func TestArchiveFallback(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	if b.archiveFallback(sandbox.ExecResult{ExitCode: 1}) || b.archiveOnly.Load() {
+		t.Fatal("a plain failure turned the warden's file operations off")
+	}
+	if !b.archiveFallback(sandbox.ExecResult{ExitCode: exitNoOpenat2}) || !b.archiveOnly.Load() {
+		t.Fatal("a kernel without openat2 left them on")
+	}
+	run := "fallback-" + time.Now().Format("150405.000000")
+	t0 := time.Now()
+	sb := start(t, b, sandbox.Spec{Workdir: "/tmp", Private: sandboxtest.Private, Labels: map[string]string{sandbox.LabelRun: run}})
+	if err := sb.WriteFile(ctx, "/opt/x/hello", []byte("hi"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := sb.ReadFile(ctx, "/opt/x/hello", 0); err != nil || string(got) != "hi" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	// Links are followed in the container's own view, by the engine: a
+	// chain of them to the file, and none into a private folder.
+	if err := sb.WriteFile(ctx, "/logs/verifier/secret", []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, sb.Agent(), "ln -s hello /opt/x/l1 && ln -s /opt/x/l1 /opt/x/l2 && ln -s /logs/verifier/secret /opt/x/answer")
+	if got, _, err := sb.ReadFile(ctx, "/opt/x/l2", 0); err != nil || string(got) != "hi" {
+		t.Errorf("read through two links: %q, %v", got, err)
+	}
+	if got, _, err := sb.ReadFile(ctx, "/opt/x/answer", 0); string(got) == "s3cret" {
+		t.Errorf("a link led the read into the private folder: %q, %v", got, err)
+	}
+	if actions := containerActions(t, b, run, t0); !slices.Contains(actions, string(events.ActionExtractToDir)) {
+		t.Errorf("the write did not go through the engine's archive API: %v", actions)
+	}
+}
+
+// mustRun runs a command that must exit 0.
+func mustRun(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
+	t.Helper()
+	r, err := sb.Exec(context.Background(), cmd, sandbox.ExecOptions{})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("%s: %+v %v", cmd, r, err)
+	}
+	return r
 }

@@ -119,7 +119,11 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 	}
 	full := v.abs(p)
 	if v.private(full) {
-		return v.readThroughShell(ctx, p, full, limit)
+		data, size, err := v.files().Read(ctx, full, limit)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s: %w", p, err)
+		}
+		return data, size, nil
 	}
 	if data, size, ok, err := v.readAsRoot(ctx, full, limit); ok {
 		if err != nil {
@@ -127,55 +131,56 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 		}
 		return data, size, nil
 	}
-	rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
-	if err != nil {
-		if client.IsErrNotFound(err) {
-			return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
-		}
-		return nil, 0, fmt.Errorf("read %s: %w", p, engineError(err))
-	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	h, err := tr.Next()
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	switch h.Typeflag {
-	case tar.TypeDir:
-		return nil, 0, fmt.Errorf("read %s: is a directory", p)
-	case tar.TypeSymlink:
-		// Follow the link through the shell's view of the file system.
-		return v.readThroughShell(ctx, p, full, limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(tr, limit))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	return data, h.Size, nil
-}
-
-// readThroughShell reads a file with a command in the view's shell: the
-// warden where there is one, head and stat otherwise.
-func (v view) readThroughShell(ctx context.Context, p, full string, limit int64) ([]byte, int64, error) {
-	var data []byte
-	var size int64
-	var err error
-	if v.s.b.isolate {
-		data, size, err = v.files().Read(ctx, full, limit)
-	} else {
-		q, n := shell.Quote(full), strconv.FormatInt(limit, 10)
-		var r sandbox.ExecResult
-		r, err = v.Exec(ctx, "[ -d "+q+" ] && { echo 'is a directory' >&2; exit 4; }; [ -e "+q+" ] || exit 3; [ -f "+q+" ] || { echo 'size 0' >&2; exit 0; }; echo \"size $(stat -L -c %s -- "+q+")\" >&2 && head -c "+n+" -- "+q,
-			sandbox.ExecOptions{Fresh: true, MaxOutput: shell.ReadMaxOutput(limit)})
-		if err == nil {
-			data, size, err = shell.ReadResult(r)
-		}
-	}
+	data, size, err := v.readThroughEngine(ctx, full, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", p, err)
 	}
 	return data, size, nil
 }
+
+// readThroughEngine reads a file with the engine's archive API, in the
+// container's own view. A link is followed there too, by asking again for
+// its target: never through a shell, whose view (the plugin's) would lead
+// a link the agent planted into the private folders.
+func (v view) readThroughEngine(ctx context.Context, full string, limit int64) ([]byte, int64, error) {
+	for hops := 0; ; hops++ {
+		rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
+		if err != nil {
+			if client.IsErrNotFound(err) {
+				return nil, 0, sandbox.ErrNotFound
+			}
+			return nil, 0, engineError(err)
+		}
+		tr := tar.NewReader(rc)
+		h, err := tr.Next()
+		if err != nil {
+			rc.Close()
+			return nil, 0, err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			rc.Close()
+			return nil, 0, errors.New("is a directory")
+		case tar.TypeSymlink:
+			rc.Close()
+			if hops == maxLinks {
+				return nil, 0, errors.New("too many links")
+			}
+			if path.IsAbs(h.Linkname) {
+				full = path.Clean(h.Linkname)
+			} else {
+				full = path.Join(path.Dir(full), h.Linkname)
+			}
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, limit))
+		rc.Close()
+		return data, h.Size, err
+	}
+}
+
+// maxLinks is how many links a read follows, as the kernel does.
+const maxLinks = 40
 
 // Upload checks the archive, then extracts it into dir.
 func (v view) Upload(ctx context.Context, dir string, r io.Reader) error {
@@ -270,25 +275,63 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 // sandbox without isolation that has the warden bound; anything else
 // goes through the engine's archive API once the folder is made.
 func (v view) copyIn(ctx context.Context, dir string, data []byte) error {
-	switch {
-	case len(data) > putMax:
-	case v.s.mux != nil:
-		// The agent's view closes alone, its sandbox living on.
-		if sh := v.shell(); sh != nil && sh.Closed() {
-			return sandbox.ErrClosed
-		}
-		return v.s.putThroughMux(ctx, dir, data, v.plugin)
-	case v.s.bound:
-		r, err := v.Exec(ctx, "exec "+shell.WardenCommand("put", "-user", "0:0:", dir), sandbox.ExecOptions{Fresh: true, Stdin: data})
-		if err != nil {
+	if len(data) <= putMax {
+		if done, err := v.putAsRoot(ctx, dir, data); done {
 			return err
 		}
-		return shell.StatusError(r)
 	}
 	if err := v.mkdir(ctx, dir); err != nil {
 		return err
 	}
 	return v.s.copyTo(ctx, dir, data, v.plugin)
+}
+
+// putAsRoot extracts a small archive into dir with the warden run as
+// root: through the mux (putThroughMux), or through the root shell of a
+// sandbox without isolation that has the warden bound. done is false where
+// there is no warden to run, or it cannot do it on this machine
+// (archiveFallback): the caller then uses the archive API.
+func (v view) putAsRoot(ctx context.Context, dir string, data []byte) (done bool, err error) {
+	var r sandbox.ExecResult
+	switch {
+	case v.s.b.archiveOnly.Load():
+		return false, nil
+	case v.s.mux != nil:
+		// The agent's view closes alone, its sandbox living on.
+		if sh := v.shell(); sh != nil && sh.Closed() {
+			return true, sandbox.ErrClosed
+		}
+		r, err = v.s.putThroughMux(ctx, dir, data, v.plugin)
+	case v.s.bound:
+		r, err = v.Exec(ctx, "exec "+shell.WardenCommand("put", "-user", "0:0:", dir), sandbox.ExecOptions{Fresh: true, Stdin: data})
+	default:
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	if v.s.b.archiveFallback(r) {
+		return false, nil
+	}
+	return true, shell.StatusError(r)
+}
+
+// archiveFallback reports whether a warden's result says it cannot do the
+// host's root file operations on this machine: a kernel without openat2
+// (exit 7), or a warden bound in that cannot run (126, 127: a mount the
+// engine allows but the security module does not). From then on the
+// backend uses the engine's archive API for them.
+func (b *Backend) archiveFallback(r sandbox.ExecResult) bool {
+	switch r.ExitCode {
+	case exitNoOpenat2, 126, 127:
+	default:
+		return false
+	}
+	if b.archiveOnly.CompareAndSwap(false, true) {
+		b.log.Warn("small uploads and reads go through the engine's archive API: the warden cannot do them here",
+			"exit", r.ExitCode, "err", strings.TrimSpace(r.Stderr))
+	}
+	return true
 }
 
 // putMax is the largest archive the warden extracts; a larger tree goes
@@ -302,16 +345,12 @@ const putMax = 4 << 20
 // as copyTo leaves them. The engine's archive API re-executes the engine's
 // binary to extract (about 100 ms of the machine's CPU a call); this is a
 // round trip on the stream the sandbox already has.
-func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, plugin bool) error {
+func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, plugin bool) (sandbox.ExecResult, error) {
 	user, _ := s.userOf(plugin)
 	if user == "" {
 		user = "0:0:" // the image's user, root
 	}
-	r, err := s.muxRun(ctx, []string{shell.WardenPath, "put", "-user", user, dir}, data, 0)
-	if err != nil {
-		return err
-	}
-	return shell.StatusError(r)
+	return s.muxRun(ctx, []string{shell.WardenPath, "put", "-user", user, dir}, data, 0)
 }
 
 // muxRun runs argv on a channel of the mux with stdin, keeping at most
@@ -353,15 +392,20 @@ func (s *Sandbox) muxRun(ctx context.Context, argv []string, stdin []byte, max i
 }
 
 // readAsRoot reads a file outside the plugin's private folders with the
-// warden run as root, as the engine's archive API reads it: through the
-// mux in an isolated sandbox, through the root shell of a sandbox without
-// isolation that has the warden bound. ok is false where there is no
-// warden to run, and for a link: the view's shell follows it, as before.
-// The archive API re-executes the engine's binary for every read.
+// warden run as root, as the engine's archive API reads it: in the
+// container's own view, links followed there (where the private folders
+// are not mounted) and no /proc link followed (which would lead into
+// them); through the mux in an isolated sandbox, through the root shell of
+// a sandbox without isolation that has the warden bound. ok is false
+// where there is no warden to run, or it cannot do it here
+// (archiveFallback). The archive API re-executes the engine's binary for
+// every read.
 func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []byte, size int64, ok bool, err error) {
-	argv := []string{shell.WardenPath, "read", "-nofollow", full, strconv.FormatInt(limit, 10)}
+	argv := []string{shell.WardenPath, "read", "-nomagic", full, strconv.FormatInt(limit, 10)}
 	var r sandbox.ExecResult
 	switch {
+	case v.s.b.archiveOnly.Load():
+		return nil, 0, false, nil
 	case v.s.mux != nil:
 		if sh := v.shell(); sh != nil && sh.Closed() {
 			return nil, 0, true, sandbox.ErrClosed
@@ -372,18 +416,19 @@ func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []
 	default:
 		return nil, 0, false, nil
 	}
-	if err == nil && r.ExitCode == exitLink {
+	if err != nil {
+		return nil, 0, true, err
+	}
+	if v.s.b.archiveFallback(r) {
 		return nil, 0, false, nil
 	}
-	if err == nil {
-		data, size, err = shell.ReadResult(r)
-	}
+	data, size, err = shell.ReadResult(r)
 	return data, size, true, err
 }
 
-// exitLink is the warden's exit status for a link it was told not to
-// follow.
-const exitLink = 6
+// exitNoOpenat2 is the warden's exit status for a kernel without openat2
+// (sandbox/warden).
+const exitNoOpenat2 = 7
 
 // userOf is the user that owns what the plugin's side (plugin) or the
 // agent's copies in, and its "uid:gid" where known.

@@ -257,17 +257,18 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, 0, err
 	}
-	// Opening never blocks: a FIFO or device left at the path reads as
-	// empty, as the other backends read it.
-	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// The path is opened without reading first (O_PATH), so nothing left
+	// there makes the read wait: a FIFO or device reads as empty, as the
+	// other backends read it. A regular file is then opened for reading.
+	at, err := os.OpenFile(full, unix.O_PATH, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, fmt.Errorf("read %s: %w", p, sandbox.ErrNotFound)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	defer at.Close()
+	st, err := at.Stat()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -276,6 +277,14 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 		return nil, 0, fmt.Errorf("read %s: is a directory", p)
 	case !st.Mode().IsRegular():
 		return nil, 0, nil
+	}
+	f, err := os.Open("/proc/self/fd/" + strconv.Itoa(int(at.Fd())))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, 0, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit))
 	return b, st.Size(), err

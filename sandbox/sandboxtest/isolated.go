@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,63 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		tw.Close()
 		return &buf
 	}
+
+	t.Run("NoProcLinks", func(t *testing.T) {
+		// The host's file operations outside the private folders run as
+		// root in the sandbox's own view, where /proc/PID/root of the
+		// plugin's shell leads into its private folders. Neither a link
+		// the agent plants on a path the plugin reads, writes or
+		// downloads, nor a path the agent's side names, may reach them.
+		sb := start(t, 0)
+		agent := sb.Agent()
+		if err := sb.WriteFile(ctx, "/logs/verifier/secret", []byte("s3cret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// $$ in a command's subshell is the plugin shell's controller.
+		pid := strings.TrimSpace(run(t, sb, "echo $$").Stdout)
+		private := "/proc/" + pid + "/root/logs/verifier"
+		if r := run(t, sb, "cat "+private+"/secret"); r.Stdout != "s3cret" {
+			t.Fatalf("the premise: %s does not show the private folder (%q)", private, r.Stdout)
+		}
+		run(t, agent, "mkdir -p /tmp/plant && ln -s "+private+" /tmp/plant/out && ln -s "+private+"/secret /tmp/plant/secret-link && ln -s /logs/verifier/secret /tmp/plant/answer")
+		for _, c := range []struct {
+			name string
+			side sandbox.Sandbox
+			dir  string
+		}{
+			{"plugin, through a planted link", sb, "/tmp/plant/out"},
+			{"agent, by name", agent, private},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if got, _, err := c.side.ReadFile(ctx, c.dir+"/secret", 0); err == nil || string(got) == "s3cret" {
+					t.Errorf("read %s/secret: %q, %v; want an error", c.dir, got, err)
+				}
+				if rc, err := c.side.Download(ctx, c.dir+"/secret"); err == nil {
+					b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+					rc.Close()
+					if bytes.Contains(b, []byte("s3cret")) {
+						t.Errorf("download %s/secret gave the private file", c.dir)
+					}
+				}
+				werr := c.side.WriteFile(ctx, c.dir+"/planted", []byte("1"), 0o644)
+				uerr := c.side.Upload(ctx, c.dir, tests("echo planted"))
+				if r := run(t, sb, "ls /logs/verifier"); strings.Contains(r.Stdout, "planted") || strings.Contains(r.Stdout, "test.sh") {
+					t.Errorf("a write (%v) or upload (%v) to %s landed in the private folder: %s", werr, uerr, c.dir, r.Stdout)
+				}
+			})
+		}
+		// A link as the path itself is followed in the sandbox's own
+		// view, where the private folders are not mounted: not through
+		// /proc, and not into the plugin's view (an answer file the
+		// agent points at the verifier's expected answer).
+		for _, side := range []sandbox.Sandbox{sb, agent} {
+			for _, p := range []string{"/tmp/plant/secret-link", "/tmp/plant/answer"} {
+				if got, _, err := side.ReadFile(ctx, p, 0); string(got) == "s3cret" {
+					t.Errorf("%s read as the private file: %q, %v", p, got, err)
+				}
+			}
+		}
+	})
 
 	t.Run("LeftoverCannotForge", func(t *testing.T) {
 		sb := start(t, 0)

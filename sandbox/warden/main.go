@@ -33,17 +33,24 @@
 //	warden put [-user U] DIR
 //	                    extracts a tar stream from stdin into DIR (with
 //	                    -user, as root: owned by U, modes exact)
-//	warden get PATH     writes PATH (file or folder) as a tar stream
-//	warden read [-nofollow] PATH N
+//	warden get [-nomagic] PATH
+//	                    writes PATH (file or folder) as a tar stream
+//	warden read [-nomagic] PATH N
 //	                    writes the first N bytes of file PATH; the file's
 //	                    size goes to stderr as "size S". Anything but a
 //	                    regular file reads as empty, as the engine's
-//	                    archive gives it; with -nofollow, a link as PATH
-//	                    is refused (exit 6)
+//	                    archive gives it
 //	warden id USER      prints the uid and gid USER runs as
 //
-// Exit codes of put, get and read: 0 ok, 3 not found, 4 a directory (read),
-// 5 an unsafe archive (put), 6 a link (read -nofollow), 1 anything else.
+// put -user, get -nomagic and read -nomagic are the host's root operations
+// in the container's own mount namespace: they refuse /proc links
+// anywhere on the path (openat2's RESOLVE_NO_MAGICLINKS), which lead from
+// there into the plugin's private folders; other links they follow, in
+// the container's own view, where the private folders are not mounted.
+//
+// Exit codes of put, get and read: 0 ok, 3 not found (a path through a
+// /proc link too), 4 a directory (read), 5 an unsafe archive (put), 7 a
+// kernel without openat2 (the root operations), 1 anything else.
 package main
 
 import (
@@ -122,16 +129,16 @@ func fail(code int, format string, a ...any) {
 }
 
 // flags is the little option parser every command shares: repeated
-// "-name value" pairs (and the switch -nofollow), then "--" and the
+// "-name value" pairs (and the switch -nomagic), then "--" and the
 // command to run.
 type flags struct {
-	private  []string
-	size     int64
-	user     string
-	ns       int
-	nofollow bool
-	argv     []string
-	rest     []string
+	private []string
+	size    int64
+	user    string
+	ns      int
+	nomagic bool
+	argv    []string
+	rest    []string
 }
 
 func parse(args []string) (flags, error) {
@@ -146,8 +153,8 @@ func parse(args []string) (flags, error) {
 			f.rest = append(f.rest, a)
 			continue
 		}
-		if a == "-nofollow" {
-			f.nofollow = true
+		if a == "-nomagic" {
+			f.nomagic = true
 			continue
 		}
 		if i+1 >= len(args) {
