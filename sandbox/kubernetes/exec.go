@@ -89,8 +89,12 @@ func (b *Backend) executor(u *url.URL) (remotecommand.Executor, error) {
 // environment, never the persistent shell's. Stderr is kept (bounded) for
 // messages.
 func (s *Sandbox) run(ctx context.Context, script string, args []string, stdin io.Reader, stdout io.Writer) (int, string, error) {
+	return s.runArgv(ctx, append([]string{"bash", "-c", script, "proctor"}, args...), stdin, stdout)
+}
+
+// runArgv is run for a program of its own.
+func (s *Sandbox) runArgv(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (int, string, error) {
 	var stderr tail
-	argv := append([]string{"bash", "-c", script, "proctor"}, args...)
 	err := s.b.stream(ctx, s.name, argv, stdin, stdout, &stderr)
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -73,11 +73,34 @@ func (v view) private(full string) bool {
 // the plugin's shell.
 func (v view) files() shell.Files { return shell.Files{Exec: v.Exec} }
 
-// Exit codes of the file scripts.
+// Exit codes of the file scripts and the warden.
 const (
-	exitNotFound = 3
-	exitIsDir    = 4
+	exitNotFound  = 3
+	exitIsDir     = 4
+	exitNoOpenat2 = 7
 )
+
+// rootFiles runs the warden's root file operation args (put -user, get
+// -nomagic, read -nomagic) in an exec of its own, where the pod has a
+// warden (it isolates). They run as root in the container's own view, as
+// the scripts below do, but refuse /proc links, which there lead into the
+// plugin's private folders, and follow other links where the private
+// folders are not mounted. ok is false where there is no warden, or it
+// cannot do it on this kernel (the first such answer turns it off for the
+// backend): the caller runs its script instead.
+func (v view) rootFiles(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) (code int, msg string, ok bool, err error) {
+	if v.s.agent == nil || v.s.b.scriptFiles.Load() {
+		return 0, "", false, nil
+	}
+	code, msg, err = v.s.runArgv(ctx, append([]string{shell.WardenPath}, args...), stdin, stdout)
+	if err == nil && code == exitNoOpenat2 {
+		if v.s.b.scriptFiles.CompareAndSwap(false, true) {
+			v.s.b.log.Warn("file operations outside the private folders run the image's programs: the warden cannot do them here", "err", msg)
+		}
+		return 0, "", false, nil
+	}
+	return code, msg, true, err
+}
 
 // untar makes a folder (as the view's user where it may, else as the
 // container's) and extracts the tar stream on stdin into it. Arguments:
@@ -109,13 +132,23 @@ func (v view) ids() (int, int) {
 	return 0, 0
 }
 
-// extract runs untar into dir with a (checked) archive on stdin.
+// extract runs untar into dir with a (checked) archive on stdin, its
+// entries owned by the view's user (archive.Chown): in an isolated pod,
+// the warden's put -user.
 func (v view) extract(ctx context.Context, dir string, data []byte) error {
+	uid, gid := v.ids()
+	code, msg, ok, err := v.rootFiles(ctx, []string{"put", "-user", fmt.Sprintf("%d:%d:", uid, gid), dir}, bytes.NewReader(data), nil)
+	if ok {
+		if err == nil {
+			err = shell.StatusError(sandbox.ExecResult{ExitCode: code, Stderr: msg})
+		}
+		return err
+	}
 	args := []string{dir}
 	if u := v.user(); u != nil {
 		args = append(args, u.setpriv()...)
 	}
-	code, msg, err := v.s.run(ctx, untar, args, bytes.NewReader(data), nil)
+	code, msg, err = v.s.run(ctx, untar, args, bytes.NewReader(data), nil)
 	if err != nil {
 		return err
 	}
@@ -173,7 +206,11 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 		return data, size, nil
 	}
 	out := &limitWriter{max: int(limit)}
-	code, msg, err := v.s.run(ctx, head, []string{full, strconv.FormatInt(limit, 10)}, nil, out)
+	n := strconv.FormatInt(limit, 10)
+	code, msg, ok, err := v.rootFiles(ctx, []string{"read", "-nomagic", full, n}, nil, out)
+	if !ok {
+		code, msg, err = v.s.run(ctx, head, []string{full, n}, nil, out)
+	}
 	switch {
 	case err != nil:
 		return nil, 0, fmt.Errorf("read %s: %w", p, err)
@@ -234,7 +271,10 @@ func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	dctx, cancel := context.WithCancel(ctx)
 	go func() {
-		code, msg, err := v.s.run(dctx, pack, []string{path.Dir(full), path.Base(full)}, nil, pw)
+		code, msg, ok, err := v.rootFiles(dctx, []string{"get", "-nomagic", full}, nil, pw)
+		if !ok {
+			code, msg, err = v.s.run(dctx, pack, []string{path.Dir(full), path.Base(full)}, nil, pw)
+		}
 		switch {
 		case err != nil:
 		case code == exitNotFound:
