@@ -216,10 +216,11 @@ while IFS=' ' read -r __op __id __tmo __n __ni __fresh; do
     [ "$__os" -gt 0 ] && __send "$__out" "$__os"
     [ "$__es" -gt 0 ] && __send "$__err" "$__es"
   fi
-  # What a command wrote is freed at once (a builtin truncation); the
-  # files themselves go in batches.
+  # What a command wrote, and the input it was given, are freed at once
+  # (a builtin truncation); the files themselves go in batches.
   [ "$__os" -gt 0 ] && : > "$__out"
   [ "$__es" -gt 0 ] && : > "$__err"
+  [ "$__in" != /dev/null ] && : > "$__in"
   if [ "${#__junk[@]}" -ge 96 ]; then
     rm -f -- "${__junk[@]}"
     __junk=()
