@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // ErrUnsafe is matched by every refusal.
@@ -339,21 +340,42 @@ func makeRoom(root *os.Root, name string, typ byte) error {
 	return root.RemoveAll(name)
 }
 
-// Pack writes path (a file or a folder, walked in lexical order) to tw,
+// Pack writes p (a file or a folder, walked in lexical order) to tw,
 // with entry names relative to base and without owner names. Links are
-// stored as links, never followed.
-func Pack(tw *tar.Writer, path, base string) error {
-	return filepath.Walk(path, func(p string, fi fs.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(base, p)
-		if err != nil || rel == "." {
-			return err
-		}
+// stored as links, never followed. The walk goes through base opened as a
+// root (os.Root): whatever is renamed or linked in the tree meanwhile, it
+// never reads outside base, and a file that became a FIFO does not hold
+// it.
+func Pack(tw *tar.Writer, p, base string) error {
+	rel, err := filepath.Rel(base, p)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return pack(tw, root, filepath.ToSlash(rel), 0)
+}
+
+// maxPackDepth bounds the folders pack goes down: a folder swapped for a
+// link to its parent while it walks would otherwise take it round for
+// ever.
+const maxPackDepth = 256
+
+func pack(tw *tar.Writer, root *os.Root, name string, depth int) error {
+	if depth > maxPackDepth {
+		return fmt.Errorf("pack %s: folders nested deeper than %d", name, maxPackDepth)
+	}
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if name != "." {
 		link := ""
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
+			if link, err = root.Readlink(name); err != nil {
 				return err
 			}
 		}
@@ -361,7 +383,7 @@ func Pack(tw *tar.Writer, path, base string) error {
 		if err != nil {
 			return err
 		}
-		h.Name = filepath.ToSlash(rel)
+		h.Name = name
 		if fi.IsDir() {
 			h.Name += "/"
 		}
@@ -369,15 +391,34 @@ func Pack(tw *tar.Writer, path, base string) error {
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if !fi.Mode().IsRegular() {
-			return nil
+	}
+	switch {
+	case fi.IsDir():
+		d, err := root.Open(name)
+		if err != nil {
+			return err
 		}
-		f, err := os.Open(p)
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			if err := pack(tw, root, path.Join(name, n), depth+1); err != nil {
+				return err
+			}
+		}
+	case fi.Mode().IsRegular():
+		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		_, err = io.Copy(tw, f)
+		// The header has the size Lstat saw: no more than that goes in,
+		// and a file that shrank fails the archive's next write.
+		_, err = io.Copy(tw, io.LimitReader(f, fi.Size()))
 		return err
-	})
+	}
+	return nil
 }

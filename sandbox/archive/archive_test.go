@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -266,4 +268,52 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Pack stores links as links and special files as headers, in lexical
+// order, and reads nothing it would wait on.
+func TestPack(t *testing.T) {
+	base := t.TempDir()
+	d := filepath.Join(base, "d")
+	os.MkdirAll(filepath.Join(d, "sub"), 0o755)
+	os.WriteFile(filepath.Join(d, "sub", "f"), []byte("hello"), 0o644)
+	for _, err := range []error{
+		os.Symlink("/proc/1/root", filepath.Join(d, "magic")),
+		os.Symlink("../..", filepath.Join(d, "up")),
+		syscall.Mkfifo(filepath.Join(d, "fifo"), 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	done := make(chan error, 1)
+	go func() { done <- Pack(tw, d, base) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Pack waits on the FIFO")
+	}
+	tw.Close()
+	var got []string
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		got = append(got, fmt.Sprintf("%s %c %s %s", h.Name, h.Typeflag, h.Linkname, body))
+	}
+	want := []string{"d/ 5  ", "d/fifo 6  ", "d/magic 2 /proc/1/root ", "d/sub/ 5  ", "d/sub/f 0  hello", "d/up 2 ../.. "}
+	if !slices.Equal(got, want) {
+		t.Errorf("packed:\n%q\nwant:\n%q", got, want)
+	}
 }
