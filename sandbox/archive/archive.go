@@ -322,10 +322,17 @@ func extract(r io.Reader, dir string, own *Owner) error {
 }
 
 // makeRoom removes what is at name before an entry of type typ is written
-// there, as a container engine replaces it: a FIFO would hold the write's
-// open, a link would lead it elsewhere, a hard link would change the
-// file's other names too. A folder stays for a folder entry.
+// there, as a container engine's copy replaces it: a FIFO would hold the
+// write's open, a link would lead it elsewhere, a hard link would change
+// the file's other names too. As the engine's copy, it refuses to put a
+// folder where something else is, or anything else where a folder is; a
+// folder stays for a folder entry.
 func makeRoom(root *os.Root, name string, typ byte) error {
+	switch typ {
+	case tar.TypeDir, tar.TypeReg, tar.TypeRegA, tar.TypeSymlink, tar.TypeLink:
+	default:
+		return nil // an entry that is skipped
+	}
 	fi, err := root.Lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -334,10 +341,12 @@ func makeRoom(root *os.Root, name string, typ byte) error {
 		return err
 	case fi.IsDir() && typ == tar.TypeDir:
 		return nil
-	case typ != tar.TypeDir && typ != tar.TypeReg && typ != tar.TypeRegA && typ != tar.TypeSymlink && typ != tar.TypeLink:
-		return nil // an entry that is skipped
+	case fi.IsDir():
+		return fmt.Errorf("cannot put a non-folder where the folder %s is", name)
+	case typ == tar.TypeDir:
+		return fmt.Errorf("cannot put a folder where the non-folder %s is", name)
 	}
-	return root.RemoveAll(name)
+	return root.Remove(name)
 }
 
 // Pack writes p (a file or a folder, walked in lexical order) to tw,
@@ -347,6 +356,12 @@ func makeRoom(root *os.Root, name string, typ byte) error {
 // never reads outside base, and a file that became a FIFO does not hold
 // it.
 func Pack(tw *tar.Writer, p, base string) error {
+	return PackWithout(tw, p, base, nil)
+}
+
+// PackWithout is Pack storing each folder for which skip (when set) says
+// so as an empty folder.
+func PackWithout(tw *tar.Writer, p, base string, skip func(dir *os.File) bool) error {
 	rel, err := filepath.Rel(base, p)
 	if err != nil {
 		return err
@@ -356,7 +371,14 @@ func Pack(tw *tar.Writer, p, base string) error {
 		return err
 	}
 	defer root.Close()
-	return pack(tw, root, filepath.ToSlash(rel), 0)
+	pk := packer{tw: tw, root: root, skip: skip}
+	return pk.pack(filepath.ToSlash(rel), 0)
+}
+
+type packer struct {
+	tw   *tar.Writer
+	root *os.Root
+	skip func(*os.File) bool
 }
 
 // maxPackDepth bounds the folders pack goes down: a folder swapped for a
@@ -364,7 +386,8 @@ func Pack(tw *tar.Writer, p, base string) error {
 // ever.
 const maxPackDepth = 256
 
-func pack(tw *tar.Writer, root *os.Root, name string, depth int) error {
+func (pk packer) pack(name string, depth int) error {
+	tw, root := pk.tw, pk.root
 	if depth > maxPackDepth {
 		return fmt.Errorf("pack %s: folders nested deeper than %d", name, maxPackDepth)
 	}
@@ -398,6 +421,10 @@ func pack(tw *tar.Writer, root *os.Root, name string, depth int) error {
 		if err != nil {
 			return err
 		}
+		if pk.skip != nil && pk.skip(d) {
+			d.Close()
+			return nil
+		}
 		names, err := d.Readdirnames(-1)
 		d.Close()
 		if err != nil {
@@ -405,7 +432,7 @@ func pack(tw *tar.Writer, root *os.Root, name string, depth int) error {
 		}
 		slices.Sort(names)
 		for _, n := range names {
-			if err := pack(tw, root, path.Join(name, n), depth+1); err != nil {
+			if err := pk.pack(path.Join(name, n), depth+1); err != nil {
 				return err
 			}
 		}

@@ -175,8 +175,9 @@ func TestExtractSymlinkThenWriteThrough(t *testing.T) {
 
 // What is at an entry's name is replaced, as the engine replaces it: a
 // FIFO must not hold the write, a link must not lead it elsewhere, a hard
-// link must not change the file's other names, and a folder gives way to
-// a file.
+// link must not change the file's other names. A folder stays for a
+// folder; a file over a folder, or a folder over a file, is refused, as
+// the engine's copy refuses them.
 func TestExtractReplaces(t *testing.T) {
 	dir := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "target")
@@ -188,7 +189,6 @@ func TestExtractReplaces(t *testing.T) {
 		os.Symlink("kept", filepath.Join(dir, "inlink")),
 		os.Symlink(outside, filepath.Join(dir, "outlink")),
 		os.Link(filepath.Join(dir, "other"), filepath.Join(dir, "hard")),
-		os.MkdirAll(filepath.Join(dir, "was-dir", "sub"), 0o755),
 		os.MkdirAll(filepath.Join(dir, "stays", "old"), 0o755),
 	} {
 		if err != nil {
@@ -200,7 +200,6 @@ func TestExtractReplaces(t *testing.T) {
 		entry{name: "inlink", body: "i"},
 		entry{name: "outlink", body: "o"},
 		entry{name: "hard", body: "h"},
-		entry{name: "was-dir", body: "w"},
 		entry{name: "stays/", typ: tar.TypeDir},
 		entry{name: "kept", link: "other", typ: tar.TypeSymlink},
 	)
@@ -214,7 +213,7 @@ func TestExtractReplaces(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the extraction waits on the FIFO")
 	}
-	for p, want := range map[string]string{"fifo": "f", "inlink": "i", "outlink": "o", "hard": "h", "was-dir": "w", "other": "other", "kept": "other"} {
+	for p, want := range map[string]string{"fifo": "f", "inlink": "i", "outlink": "o", "hard": "h", "other": "other", "kept": "other"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil || string(b) != want {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
@@ -228,6 +227,14 @@ func TestExtractReplaces(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "stays", "old")); err != nil {
 		t.Errorf("a folder entry over a folder emptied it: %v", err)
+	}
+	for _, e := range []entry{{name: "stays", body: "file over a folder"}, {name: "other/", typ: tar.TypeDir}} {
+		if err := Extract(bytes.NewReader(build(t, e)), dir); err == nil {
+			t.Errorf("%s over what is there: no error", e.name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stays", "old")); err != nil {
+		t.Errorf("a file entry over a folder removed it: %v", err)
 	}
 }
 

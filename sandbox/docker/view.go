@@ -316,19 +316,16 @@ func (v view) putAsRoot(ctx context.Context, dir string, data []byte) (done bool
 	return true, shell.StatusError(r)
 }
 
-// archiveFallback reports whether a warden's result says it cannot do the
-// host's root file operations on this machine: a kernel without openat2
-// (exit 7), or a warden bound in that cannot run (126, 127: a mount the
+// archiveFallback reports whether a warden's result says it cannot run
+// here: a warden bound in that cannot be executed (126, 127: a mount the
 // engine allows but the security module does not). From then on the
-// backend uses the engine's archive API for them.
+// backend uses the engine's archive API for small uploads and reads too.
 func (b *Backend) archiveFallback(r sandbox.ExecResult) bool {
-	switch r.ExitCode {
-	case exitNoOpenat2, 126, 127:
-	default:
+	if r.ExitCode != 126 && r.ExitCode != 127 {
 		return false
 	}
 	if b.archiveOnly.CompareAndSwap(false, true) {
-		b.log.Warn("small uploads and reads go through the engine's archive API: the warden cannot do them here",
+		b.log.Warn("small uploads and reads go through the engine's archive API: the warden cannot run here",
 			"exit", r.ExitCode, "err", strings.TrimSpace(r.Stderr))
 	}
 	return true
@@ -401,7 +398,7 @@ func (s *Sandbox) muxRun(ctx context.Context, argv []string, stdin []byte, max i
 // (archiveFallback). The archive API re-executes the engine's binary for
 // every read.
 func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []byte, size int64, ok bool, err error) {
-	argv := []string{shell.WardenPath, "read", "-nomagic", full, strconv.FormatInt(limit, 10)}
+	argv := []string{shell.WardenPath, "read", "-engine", full, strconv.FormatInt(limit, 10)}
 	var r sandbox.ExecResult
 	switch {
 	case v.s.b.archiveOnly.Load():
@@ -425,10 +422,6 @@ func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []
 	data, size, err = shell.ReadResult(r)
 	return data, size, true, err
 }
-
-// exitNoOpenat2 is the warden's exit status for a kernel without openat2
-// (sandbox/warden).
-const exitNoOpenat2 = 7
 
 // userOf is the user that owns what the plugin's side (plugin) or the
 // agent's copies in, and its "uid:gid" where known.

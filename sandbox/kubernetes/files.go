@@ -75,30 +75,22 @@ func (v view) files() shell.Files { return shell.Files{Exec: v.Exec} }
 
 // Exit codes of the file scripts and the warden.
 const (
-	exitNotFound  = 3
-	exitIsDir     = 4
-	exitNoOpenat2 = 7
+	exitNotFound = 3
+	exitIsDir    = 4
 )
 
 // rootFiles runs the warden's root file operation args (put -user, get
-// -nomagic, read -nomagic) in an exec of its own, where the pod has a
-// warden (it isolates). They run as root in the container's own view, as
-// the scripts below do, but refuse /proc links, which there lead into the
-// plugin's private folders, and follow other links where the private
-// folders are not mounted. ok is false where there is no warden, or it
-// cannot do it on this kernel (the first such answer turns it off for the
-// backend): the caller runs its script instead.
+// -engine, read -engine) in an exec of its own, where the pod has a warden
+// (it isolates). They run as root in the container's own view, as the
+// scripts below do, but find paths as the engine's archive API would:
+// links followed where the private folders are not mounted, and nothing on
+// the container's /proc, which leads into them (sandbox/warden). ok is
+// false where there is no warden: the caller runs its script instead.
 func (v view) rootFiles(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) (code int, msg string, ok bool, err error) {
-	if v.s.agent == nil || v.s.b.scriptFiles.Load() {
+	if v.s.agent == nil {
 		return 0, "", false, nil
 	}
 	code, msg, err = v.s.runArgv(ctx, append([]string{shell.WardenPath}, args...), stdin, stdout)
-	if err == nil && code == exitNoOpenat2 {
-		if v.s.b.scriptFiles.CompareAndSwap(false, true) {
-			v.s.b.log.Warn("file operations outside the private folders run the image's programs: the warden cannot do them here", "err", msg)
-		}
-		return 0, "", false, nil
-	}
 	return code, msg, true, err
 }
 
@@ -207,7 +199,7 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 	}
 	out := &limitWriter{max: int(limit)}
 	n := strconv.FormatInt(limit, 10)
-	code, msg, ok, err := v.rootFiles(ctx, []string{"read", "-nomagic", full, n}, nil, out)
+	code, msg, ok, err := v.rootFiles(ctx, []string{"read", "-engine", full, n}, nil, out)
 	if !ok {
 		code, msg, err = v.s.run(ctx, head, []string{full, n}, nil, out)
 	}
@@ -271,7 +263,7 @@ func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	dctx, cancel := context.WithCancel(ctx)
 	go func() {
-		code, msg, ok, err := v.rootFiles(dctx, []string{"get", "-nomagic", full}, nil, pw)
+		code, msg, ok, err := v.rootFiles(dctx, []string{"get", "-engine", full}, nil, pw)
 		if !ok {
 			code, msg, err = v.s.run(dctx, pack, []string{path.Dir(full), path.Base(full)}, nil, pw)
 		}

@@ -123,10 +123,6 @@ type Backend struct {
 	log   *slog.Logger
 
 	policyOnce sync.Once
-	// scriptFiles: the warden cannot do the root file operations on this
-	// cluster's kernels (files.go, rootFiles), so they run the image's
-	// programs, as they do in a pod without isolation.
-	scriptFiles atomic.Bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)

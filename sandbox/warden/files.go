@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -50,16 +49,16 @@ func put(args []string) error {
 	return err
 }
 
-// putOwned is put -user: the folder made and opened from / without a
-// /proc link on the way, then the archive extracted into the folder as
-// opened, whatever is renamed on its path meanwhile.
+// putOwned is put -user: the folder made and opened as the engine finds
+// it (walk), then the archive extracted into the folder as opened,
+// whatever is renamed on its path meanwhile.
 func putOwned(in io.Reader, dir, user string) error {
 	cred, err := credential(user)
 	if err != nil {
 		return err
 	}
 	own := archive.Owner{UID: int(cred.Uid), GID: int(cred.Gid)}
-	d, err := mkdirOwned(dir, own)
+	d, err := walk(filepath.Clean(dir), true, &own)
 	if err != nil {
 		return err
 	}
@@ -67,89 +66,23 @@ func putOwned(in io.Reader, dir, user string) error {
 	return archive.ExtractOwned(in, fdPath(d), own)
 }
 
-// The commands the host runs as root in the container's own mount
-// namespace (put -user, get -nomagic, read -nomagic) refuse every magic
-// link on their way: there, /proc/PID/root, cwd and fd lead into the
-// namespaces of other processes, the plugin's private folders included,
-// where the engine's archive API (which resolves paths in the image's
-// root, whose /proc is empty) finds nothing. A path through one is not
-// found.
-
-// openResolved opens p as openat(2) would, relative to dirfd, but refuses
-// magic links anywhere on the path.
-func openResolved(dirfd int, p string, flags int) (*os.File, error) {
-	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_NO_MAGICLINKS}
-	for {
-		fd, err := unix.Openat2(dirfd, p, &how)
-		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
-			continue
-		case err == unix.ENOSYS:
-			return nil, exitCode{7, errors.New("this kernel has no openat2 (Linux 5.6): paths cannot be opened without following /proc links")}
-		case err == unix.ELOOP:
-			return nil, exitCode{3, fmt.Errorf("%s: not found in the container's own view (a /proc link, or too many links, on the way)", p)}
-		case err != nil:
-			return nil, &fs.PathError{Op: "open", Path: p, Err: err}
-		}
-		return os.NewFile(uintptr(fd), p), nil
-	}
-}
-
-// fdPath names an open file by its descriptor, for calls that take a path.
-func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
-
-// mkdirOwned makes dir and its missing parents, those it makes owned by
-// own, one name at a time from /, and returns dir opened (O_PATH).
-func mkdirOwned(dir string, own archive.Owner) (*os.File, error) {
-	dir = filepath.Clean(dir)
-	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("%s is not an absolute path", dir)
-	}
-	d, err := openResolved(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range strings.Split(dir, "/")[1:] {
-		if name == "" {
-			continue
-		}
-		err := unix.Mkdirat(int(d.Fd()), name, 0o755)
-		made := err == nil
-		if err != nil && err != unix.EEXIST {
-			d.Close()
-			return nil, &fs.PathError{Op: "mkdir", Path: dir, Err: err}
-		}
-		next, err := openResolved(int(d.Fd()), name, unix.O_PATH|unix.O_DIRECTORY)
-		d.Close()
-		if err != nil {
-			return nil, err
-		}
-		d = next
-		if made {
-			if err := unix.Fchownat(int(d.Fd()), "", own.UID, own.GID, unix.AT_EMPTY_PATH); err != nil {
-				d.Close()
-				return nil, &fs.PathError{Op: "chown", Path: dir, Err: err}
-			}
-		}
-	}
-	return d, nil
-}
-
 // get writes a file or folder as a tar stream, named by its base name; a
-// link stays a link. With -nomagic, the folder holding it is opened
-// without a /proc link on the way.
+// link stays a link. With -engine, the folder holding it is found as the
+// engine finds it (walk), and a proc file system in the tree is stored
+// as an empty folder, as the engine's view has the container's /proc.
 func get(args []string) error {
 	f, err := parse(args)
 	if err != nil {
 		return err
 	}
 	if len(f.rest) != 1 || f.argv != nil {
-		return errors.New("usage: warden get [-nomagic] PATH")
+		return errors.New("usage: warden get [-engine] PATH")
 	}
 	p := filepath.Clean(f.rest[0])
 	base := filepath.Dir(p)
-	if f.nomagic {
-		d, err := openResolved(unix.AT_FDCWD, base, unix.O_PATH|unix.O_DIRECTORY)
+	var skip func(*os.File) bool
+	if f.engine {
+		d, err := walk(base, true, nil)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return exitCode{3, err}
@@ -159,6 +92,7 @@ func get(args []string) error {
 		defer d.Close()
 		base = fdPath(d)
 		p = filepath.Join(base, filepath.Base(p))
+		skip = onProc
 	}
 	if _, err := os.Lstat(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -168,7 +102,7 @@ func get(args []string) error {
 	}
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
 	tw := tar.NewWriter(w)
-	if err := archive.Pack(tw, p, base); err != nil {
+	if err := archive.PackWithout(tw, p, base, skip); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
@@ -178,7 +112,7 @@ func get(args []string) error {
 }
 
 // read writes at most n bytes of a file, following links as any reader
-// would (with -nomagic, no /proc link), and reports the file's size on
+// would (with -engine, as the engine finds it: walk), and reports its size on
 // stderr. It opens the path without reading it first (O_PATH), so nothing
 // left at the path makes it wait: a FIFO or a device reads as empty, as in
 // the engine's archive; a regular file is then opened for reading as any
@@ -189,7 +123,7 @@ func read(args []string) error {
 		return err
 	}
 	if len(f.rest) != 2 || f.argv != nil {
-		return errors.New("usage: warden read [-nomagic] PATH N")
+		return errors.New("usage: warden read [-engine] PATH N")
 	}
 	p := f.rest[0]
 	n, err := strconv.ParseInt(f.rest[1], 10, 64)
@@ -197,8 +131,8 @@ func read(args []string) error {
 		return errors.New("read: N must be a byte count")
 	}
 	var at *os.File
-	if f.nomagic {
-		at, err = openResolved(unix.AT_FDCWD, p, unix.O_PATH)
+	if f.engine {
+		at, err = walk(filepath.Clean(p), true, nil)
 	} else {
 		at, err = os.OpenFile(p, unix.O_PATH, 0)
 	}

@@ -33,24 +33,22 @@
 //	warden put [-user U] DIR
 //	                    extracts a tar stream from stdin into DIR (with
 //	                    -user, as root: owned by U, modes exact)
-//	warden get [-nomagic] PATH
+//	warden get [-engine] PATH
 //	                    writes PATH (file or folder) as a tar stream
-//	warden read [-nomagic] PATH N
+//	warden read [-engine] PATH N
 //	                    writes the first N bytes of file PATH; the file's
 //	                    size goes to stderr as "size S". Anything but a
 //	                    regular file reads as empty, as the engine's
 //	                    archive gives it
 //	warden id USER      prints the uid and gid USER runs as
 //
-// put -user, get -nomagic and read -nomagic are the host's root operations
-// in the container's own mount namespace: they refuse /proc links
-// anywhere on the path (openat2's RESOLVE_NO_MAGICLINKS), which lead from
-// there into the plugin's private folders; other links they follow, in
-// the container's own view, where the private folders are not mounted.
+// put -user, get -engine and read -engine are the host's root operations
+// in the container's own mount namespace: they find paths as the engine's
+// archive API does, links followed there and the container's /proc empty
+// (resolve.go), never reaching the plugin's private folders.
 //
-// Exit codes of put, get and read: 0 ok, 3 not found (a path through a
-// /proc link too), 4 a directory (read), 5 an unsafe archive (put), 7 a
-// kernel without openat2 (the root operations), 1 anything else.
+// Exit codes of put, get and read: 0 ok, 3 not found (on /proc too), 4 a
+// directory (read), 5 an unsafe archive (put), 1 anything else.
 package main
 
 import (
@@ -129,14 +127,14 @@ func fail(code int, format string, a ...any) {
 }
 
 // flags is the little option parser every command shares: repeated
-// "-name value" pairs (and the switch -nomagic), then "--" and the
+// "-name value" pairs (and the switch -engine), then "--" and the
 // command to run.
 type flags struct {
 	private []string
 	size    int64
 	user    string
 	ns      int
-	nomagic bool
+	engine  bool
 	argv    []string
 	rest    []string
 }
@@ -153,8 +151,8 @@ func parse(args []string) (flags, error) {
 			f.rest = append(f.rest, a)
 			continue
 		}
-		if a == "-nomagic" {
-			f.nomagic = true
+		if a == "-engine" {
+			f.engine = true
 			continue
 		}
 		if i+1 >= len(args) {
