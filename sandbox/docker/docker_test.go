@@ -920,9 +920,11 @@ func TestArchiveFallback(t *testing.T) {
 	if err := sb.WriteFile(ctx, "/logs/verifier/secret", []byte("s3cret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, sb.Agent(), "ln -s hello /opt/x/l1 && ln -s /opt/x/l1 /opt/x/l2 && ln -s /logs/verifier/secret /opt/x/answer")
-	if got, _, err := sb.ReadFile(ctx, "/opt/x/l2", 0); err != nil || string(got) != "hi" {
-		t.Errorf("read through two links: %q, %v", got, err)
+	mustRun(t, sb.Agent(), "ln -s hello /opt/x/l1 && ln -s /opt/x/l1 /opt/x/l2 && ln -s /logs/verifier/secret /opt/x/answer && mkdir -p /opt/y && ln -s /opt/x /opt/y/x && ln -s ../z /opt/x/up && printf hi > /opt/z && printf wrong > /opt/y/z")
+	for _, p := range []string{"/opt/x/l2", "/opt/y/x/up"} { // a relative link under a linked folder
+		if got, _, err := sb.ReadFile(ctx, p, 0); err != nil || string(got) != "hi" {
+			t.Errorf("read %s through links: %q, %v", p, got, err)
+		}
 	}
 	if got, _, err := sb.ReadFile(ctx, "/opt/x/answer", 0); string(got) == "s3cret" {
 		t.Errorf("a link led the read into the private folder: %q, %v", got, err)

@@ -144,7 +144,7 @@ func (v view) ReadFile(ctx context.Context, p string, limit int64) ([]byte, int6
 // a link the agent planted into the private folders.
 func (v view) readThroughEngine(ctx context.Context, full string, limit int64) ([]byte, int64, error) {
 	for hops := 0; ; hops++ {
-		rc, _, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
+		rc, stat, err := v.s.b.cli.CopyFromContainer(ctx, v.s.id, full)
 		if err != nil {
 			if client.IsErrNotFound(err) {
 				return nil, 0, sandbox.ErrNotFound
@@ -166,9 +166,14 @@ func (v view) readThroughEngine(ctx context.Context, full string, limit int64) (
 			if hops == maxLinks {
 				return nil, 0, errors.New("too many links")
 			}
-			if path.IsAbs(h.Linkname) {
+			switch {
+			case stat.LinkTarget != "":
+				// The engine resolved it in the container: a parent
+				// that is a link itself counts.
+				full = stat.LinkTarget
+			case path.IsAbs(h.Linkname):
 				full = path.Clean(h.Linkname)
-			} else {
+			default:
 				full = path.Join(path.Dir(full), h.Linkname)
 			}
 			continue
