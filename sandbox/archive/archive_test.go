@@ -203,16 +203,7 @@ func TestExtractReplaces(t *testing.T) {
 		entry{name: "stays/", typ: tar.TypeDir},
 		entry{name: "kept", link: "other", typ: tar.TypeSymlink},
 	)
-	done := make(chan error, 1)
-	go func() { done <- Extract(bytes.NewReader(data), dir) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the extraction waits on the FIFO")
-	}
+	within(t, "the extraction", func() error { return Extract(bytes.NewReader(data), dir) })
 	for p, want := range map[string]string{"fifo": "f", "inlink": "i", "outlink": "o", "hard": "h", "other": "other", "kept": "other"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil || string(b) != want {
@@ -295,16 +286,7 @@ func TestPack(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	done := make(chan error, 1)
-	go func() { done <- Pack(tw, d, base) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Pack waits on the FIFO")
-	}
+	within(t, "Pack", func() error { return Pack(tw, d, base) })
 	tw.Close()
 	var got []string
 	tr := tar.NewReader(&buf)
@@ -322,5 +304,21 @@ func TestPack(t *testing.T) {
 	want := []string{"d/ 5  ", "d/fifo 6  ", "d/magic 2 /proc/1/root ", "d/sub/ 5  ", "d/sub/f 0  hello", "d/up 2 ../.. "}
 	if !slices.Equal(got, want) {
 		t.Errorf("packed:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// within runs f and fails the test when it errs, or when it has not
+// returned after 20 s: it waits on a FIFO.
+func within(t *testing.T, what string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s waits on the FIFO", what)
 	}
 }

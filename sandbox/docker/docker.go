@@ -283,11 +283,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		found = &ii
 	}
 	ii := *found
-	var warden []byte
-	if b.isolate {
-		if warden, err = shell.Warden(ii.Architecture); err != nil {
-			return nil, err
-		}
+	// An isolated sandbox needs the warden; one without isolation binds it
+	// where it can (below).
+	warden, werr := shell.Warden(ii.Architecture)
+	if b.isolate && werr != nil {
+		return nil, werr
 	}
 	sized := spec.WithDefaults()
 	cpus, mem, pids, disk := sized.CPUs, sized.MemoryMB, sized.PidsMax, sized.DiskMB
@@ -374,15 +374,12 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		} else {
 			send = warden
 		}
-	case rootUser(user) && rootGroup(user):
+	case rootUser(user) && rootGroup(user) && werr == nil:
 		// Without isolation the warden only extracts small uploads and
-		// reads files, run by the root shell as root:root (view.copyIn,
-		// view.readAsRoot); where it cannot be bound, the archive API
-		// does.
-		if w, err := shell.Warden(ii.Architecture); err == nil {
-			if m, ok := b.wardens.mount(w); ok {
-				hc.Mounts, bound = append(hc.Mounts, m), true
-			}
+		// reads files, run by the root shell as root:root (view.rootWarden);
+		// where it cannot be bound, the archive API does.
+		if m, ok := b.wardens.mount(warden); ok {
+			hc.Mounts, bound = append(hc.Mounts, m), true
 		}
 	}
 	cfg.Entrypoint = b.entrypoint(send, offline)
@@ -644,7 +641,7 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 		}
 		return note, nil
 	}
-	r, err := s.sh.Exec(ctx, "exec "+shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
+	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
 	if err != nil {
 		return note, s.gone(ctx, err)
 	}

@@ -87,26 +87,34 @@ func (v view) WriteFile(ctx context.Context, p string, data []byte, mode fs.File
 		return err
 	}
 	full := v.abs(p)
+	arc, err := fileTar(path.Base(full), data, mode)
+	if err != nil {
+		return err
+	}
+	if v.private(full) {
+		if err := v.files().Put(ctx, path.Dir(full), arc); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := v.copyIn(ctx, path.Dir(full), arc); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// fileTar is an archive of one file, name, with mode (0644 when 0).
+func fileTar(name string, data []byte, mode fs.FileMode) ([]byte, error) {
 	if mode == 0 {
 		mode = 0o644
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: path.Base(full), Mode: int64(mode.Perm()), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
-		return err
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(mode.Perm()), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
 	}
 	tw.Write(data)
-	tw.Close()
-	if v.private(full) {
-		if err := v.files().Put(ctx, path.Dir(full), buf.Bytes()); err != nil {
-			return fmt.Errorf("write %s: %w", p, err)
-		}
-		return nil
-	}
-	if err := v.copyIn(ctx, path.Dir(full), buf.Bytes()); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
+	return buf.Bytes(), tw.Close()
 }
 
 // ReadFile reads the first limit bytes of a file and its size.
@@ -275,10 +283,9 @@ func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
 }
 
 // copyIn extracts a checked archive into dir, a folder outside the
-// plugin's private ones. A small archive goes to the warden: through the
-// mux in an isolated sandbox (putThroughMux), through the root shell in a
-// sandbox without isolation that has the warden bound; anything else
-// goes through the engine's archive API once the folder is made.
+// plugin's private ones: a small archive with the warden run as root
+// (putAsRoot), anything else through the engine's archive API once the
+// folder is made.
 func (v view) copyIn(ctx context.Context, dir string, data []byte) error {
 	if len(data) <= putMax {
 		if done, err := v.putAsRoot(ctx, dir, data); done {
@@ -291,34 +298,55 @@ func (v view) copyIn(ctx context.Context, dir string, data []byte) error {
 	return v.s.copyTo(ctx, dir, data, v.plugin)
 }
 
-// putAsRoot extracts a small archive into dir with the warden run as
-// root: through the mux (putThroughMux), or through the root shell of a
-// sandbox without isolation that has the warden bound. done is false where
-// there is no warden to run, or it cannot do it on this machine
-// (archiveFallback): the caller then uses the archive API.
+// putAsRoot extracts a small archive into dir with the warden run as root
+// (rootWarden), owned and with modes as copyTo leaves them. done is false
+// where the warden cannot do it: the caller then uses the archive API.
 func (v view) putAsRoot(ctx context.Context, dir string, data []byte) (done bool, err error) {
-	var r sandbox.ExecResult
+	r, ok, err := v.rootWarden(ctx, []string{"put", "-user", v.s.putUser(v.plugin), dir}, data, 0)
+	if !ok || err != nil {
+		return ok, err
+	}
+	return true, shell.StatusError(r)
+}
+
+// putUser is who put -user makes the files of the plugin's side (plugin)
+// or the agent's belong to: its numeric user, resolved at start in an
+// isolated sandbox; root otherwise (a sandbox without isolation binds the
+// warden only where its user is root:root).
+func (s *Sandbox) putUser(plugin bool) string {
+	if user, _ := s.userOf(plugin); user != "" && s.mux != nil {
+		return user
+	}
+	return "0:0:"
+}
+
+// rootWarden runs the warden with args as root in the container's own
+// mount namespace, with stdin, keeping at most maxOut bytes of its stdout:
+// through the mux in an isolated sandbox, through the root shell of a
+// sandbox without isolation that has the warden bound. The engine's
+// archive API, which does the same work otherwise, re-executes the
+// engine's binary for every call (about 100 ms of the machine's CPU). ok
+// is false where there is no warden to run, or it cannot run here
+// (archiveFallback).
+func (v view) rootWarden(ctx context.Context, args []string, stdin []byte, maxOut int) (r sandbox.ExecResult, ok bool, err error) {
 	switch {
 	case v.s.b.archiveOnly.Load():
-		return false, nil
+		return r, false, nil
 	case v.s.mux != nil:
 		// The agent's view closes alone, its sandbox living on.
 		if sh := v.shell(); sh != nil && sh.Closed() {
-			return true, sandbox.ErrClosed
+			return r, true, sandbox.ErrClosed
 		}
-		r, err = v.s.putThroughMux(ctx, dir, data, v.plugin)
+		r, err = v.s.muxRun(ctx, append([]string{shell.WardenPath}, args...), stdin, int64(maxOut))
 	case v.s.bound:
-		r, err = v.Exec(ctx, "exec "+shell.WardenCommand("put", "-user", "0:0:", dir), sandbox.ExecOptions{Fresh: true, Stdin: data})
+		r, err = v.Exec(ctx, shell.WardenCommand(args...), sandbox.ExecOptions{Fresh: true, Stdin: stdin, MaxOutput: maxOut})
 	default:
-		return false, nil
+		return r, false, nil
 	}
-	if err != nil {
-		return true, err
+	if err == nil && v.s.b.archiveFallback(r) {
+		return r, false, nil
 	}
-	if v.s.b.archiveFallback(r) {
-		return false, nil
-	}
-	return true, shell.StatusError(r)
+	return r, true, err
 }
 
 // archiveFallback reports whether a warden's result says it cannot run
@@ -339,21 +367,6 @@ func (b *Backend) archiveFallback(r sandbox.ExecResult) bool {
 // putMax is the largest archive the warden extracts; a larger tree goes
 // through the engine's archive API, which streams it.
 const putMax = 4 << 20
-
-// putThroughMux extracts an archive into dir, outside the plugin's
-// private folders, with the warden run as root by the mux: in the
-// container's own mount namespace (the engine's view of it, not the
-// plugin shell's), with the checks of every upload, owned and with modes
-// as copyTo leaves them. The engine's archive API re-executes the engine's
-// binary to extract (about 100 ms of the machine's CPU a call); this is a
-// round trip on the stream the sandbox already has.
-func (s *Sandbox) putThroughMux(ctx context.Context, dir string, data []byte, plugin bool) (sandbox.ExecResult, error) {
-	user, _ := s.userOf(plugin)
-	if user == "" {
-		user = "0:0:" // the image's user, root
-	}
-	return s.muxRun(ctx, []string{shell.WardenPath, "put", "-user", user, dir}, data, 0)
-}
 
 // muxRun runs argv on a channel of the mux with stdin, keeping at most
 // max bytes of its stdout.
@@ -394,35 +407,14 @@ func (s *Sandbox) muxRun(ctx context.Context, argv []string, stdin []byte, max i
 }
 
 // readAsRoot reads a file outside the plugin's private folders with the
-// warden run as root, as the engine's archive API reads it: in the
-// container's own view, links followed there (where the private folders
-// are not mounted) and no /proc link followed (which would lead into
-// them); through the mux in an isolated sandbox, through the root shell of
-// a sandbox without isolation that has the warden bound. ok is false
-// where there is no warden to run, or it cannot do it here
-// (archiveFallback). The archive API re-executes the engine's binary for
-// every read.
+// warden run as root (rootWarden), finding it as the engine's archive API
+// does (read -engine): links followed in the container's own view, where
+// the private folders are not mounted, and nothing on its /proc. ok is
+// false where the warden cannot do it.
 func (v view) readAsRoot(ctx context.Context, full string, limit int64) (data []byte, size int64, ok bool, err error) {
-	argv := []string{shell.WardenPath, "read", "-engine", full, strconv.FormatInt(limit, 10)}
-	var r sandbox.ExecResult
-	switch {
-	case v.s.b.archiveOnly.Load():
-		return nil, 0, false, nil
-	case v.s.mux != nil:
-		if sh := v.shell(); sh != nil && sh.Closed() {
-			return nil, 0, true, sandbox.ErrClosed
-		}
-		r, err = v.s.muxRun(ctx, argv, nil, limit)
-	case v.s.bound:
-		r, err = v.Exec(ctx, "exec "+shell.WardenCommand(argv[1:]...), sandbox.ExecOptions{Fresh: true, MaxOutput: shell.ReadMaxOutput(limit)})
-	default:
-		return nil, 0, false, nil
-	}
-	if err != nil {
-		return nil, 0, true, err
-	}
-	if v.s.b.archiveFallback(r) {
-		return nil, 0, false, nil
+	r, ok, err := v.rootWarden(ctx, []string{"read", "-engine", full, strconv.FormatInt(limit, 10)}, nil, shell.ReadMaxOutput(limit))
+	if !ok || err != nil {
+		return nil, 0, ok, err
 	}
 	data, size, err = shell.ReadResult(r)
 	return data, size, true, err

@@ -78,10 +78,12 @@ func ReadNSHeader(r *bufio.Reader) (int, error) {
 	return n, nil
 }
 
-// WardenCommand is the shell command that runs the warden with args.
+// WardenCommand is the shell command that runs the warden with args, as
+// the last thing its shell does: the shell becomes the warden (exec), a
+// fork fewer, and the command's status is the warden's.
 func WardenCommand(args ...string) string {
-	q := make([]string, 0, len(args)+1)
-	q = append(q, Quote(WardenPath))
+	q := make([]string, 0, len(args)+2)
+	q = append(q, "exec", Quote(WardenPath))
 	for _, a := range args {
 		q = append(q, Quote(a))
 	}
@@ -127,7 +129,7 @@ type Files struct {
 
 // Put extracts a tar archive into dir, with the checks of every upload.
 func (f Files) Put(ctx context.Context, dir string, tar []byte) error {
-	r, err := f.Exec(ctx, "exec "+WardenCommand("put", dir), sandbox.ExecOptions{Fresh: true, Stdin: tar})
+	r, err := f.Exec(ctx, WardenCommand("put", dir), sandbox.ExecOptions{Fresh: true, Stdin: tar})
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ func (f Files) Put(ctx context.Context, dir string, tar []byte) error {
 // Get returns a file or folder as a tar archive of at most MaxArchive
 // bytes.
 func (f Files) Get(ctx context.Context, p string) ([]byte, error) {
-	r, err := f.Exec(ctx, "exec "+WardenCommand("get", p), sandbox.ExecOptions{Fresh: true, MaxOutput: MaxArchive + 1})
+	r, err := f.Exec(ctx, WardenCommand("get", p), sandbox.ExecOptions{Fresh: true, MaxOutput: MaxArchive + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func (f Files) Get(ctx context.Context, p string) ([]byte, error) {
 // not there costs no process (a verifier looks for several that may not
 // be), as in the head-and-stat read of a sandbox without a warden.
 func (f Files) Read(ctx context.Context, p string, limit int64) ([]byte, int64, error) {
-	cmd := "[ -e " + Quote(p) + " ] || exit 3; exec " + WardenCommand("read", p, strconv.FormatInt(limit, 10))
+	cmd := "[ -e " + Quote(p) + " ] || exit 3; " + WardenCommand("read", p, strconv.FormatInt(limit, 10))
 	r, err := f.Exec(ctx, cmd, sandbox.ExecOptions{Fresh: true, MaxOutput: ReadMaxOutput(limit)})
 	if err != nil {
 		return nil, 0, err
