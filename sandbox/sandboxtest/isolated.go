@@ -91,6 +91,13 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 				}
 			})
 		}
+		// What /proc says of the plugin's processes is not the agent's
+		// either: the engine's view of the container has an empty /proc.
+		for _, side := range []sandbox.Sandbox{sb, agent} {
+			if got, _, err := side.ReadFile(ctx, "/proc/"+pid+"/environ", 0); err == nil {
+				t.Errorf("read the plugin shell's environment: %q", got)
+			}
+		}
 		// A link as the path itself is followed in the sandbox's own
 		// view, where the private folders are not mounted: not through
 		// /proc, and not into the plugin's view (an answer file the
