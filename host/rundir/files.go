@@ -32,9 +32,10 @@ const (
 
 // Files a serve run (proctor serve) adds to its run directory.
 const (
-	ServeIndexFile = "serve.jsonl" // one line per group decided: sent, dropped or refused
-	EvalsFile      = "evals.jsonl" // one line per evaluation finished
-	EvalsDir       = "evals"       // evals/step-N: each evaluation's own run directory
+	ServeIndexFile = "serve.jsonl"      // one line per group decided: sent, dropped or refused
+	ServeEnvsFile  = "serve-envs.jsonl" // one line per env_id the rollout API gave, and one when it is let go
+	EvalsFile      = "evals.jsonl"      // one line per evaluation finished
+	EvalsDir       = "evals"            // evals/step-N: each evaluation's own run directory
 )
 
 // TranscriptName is the file name of a rollout's transcript: the rollout
