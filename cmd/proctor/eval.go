@@ -158,7 +158,7 @@ func (r reportCmd) Run(g *globals) error {
 	} else {
 		var recs []rundir.Record
 		if recs, err = rundir.Read(r.Dir); err == nil {
-			err = report.Write(&buf, report.Summarize(recs), r.Format)
+			err = report.Write(&buf, report.SummarizeIn(r.Dir, recs), r.Format)
 		}
 	}
 	if err != nil {

@@ -461,6 +461,9 @@ func (s *Serve) stop(ctx context.Context, why string, err error, stopGen, stopEv
 	return s.stats, err
 }
 
+// Command names the command a serve run is, for the run directory's lock.
+func (s *Serve) Command() string { return "serve" }
+
 // Account writes the serve run's account into the manifest: every
 // invocation's groups, from serve.jsonl.
 func (s *Serve) Account(m *rundir.Manifest) {
