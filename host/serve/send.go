@@ -36,6 +36,7 @@ type sender struct {
 	done     chan struct{}
 	firstErr error
 	sent     int
+	handed   int             // whole groups queued, ever
 	refusals int             // in a row
 	said     map[string]bool // drop reasons said (unsendable)
 }
@@ -68,6 +69,7 @@ func (q *sender) build(k key, rs []recorded) (built, bool) {
 func (q *sender) queueBuilt(b built) {
 	q.mu.Lock()
 	q.queue = append(q.queue, b)
+	q.handed++
 	q.mu.Unlock()
 	q.poke()
 }

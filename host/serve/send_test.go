@@ -25,12 +25,12 @@ func TestOutageSendsOneList(t *testing.T) {
 	close(h.agent.hold)
 	waitFor(t, "the 3 groups to be whole and handed to the sender", func() bool {
 		s := h.running()
-		if s == nil {
+		if s == nil || s.send == nil {
 			return false
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.inflight == 3 && len(s.running) == 0
+		s.send.mu.Lock()
+		defer s.send.mu.Unlock()
+		return s.send.handed == 3
 	})
 	if err := h.api.Up(); err != nil {
 		t.Fatal(err)
