@@ -25,8 +25,9 @@ import (
 // TestStackedRewards stacks three reward plugins on a real tb2 run: a
 // judge that asks the (scripted) model, a plugin that needs no capability,
 // and one that traps for real (an out-of-bounds memory access). The trap costs only its own score; the combined
-// reward is the weighted sum of the others and the verifier's; the
-// manifest names every reward plugin's bytes; the judge never sees the key.
+// reward is the weighted sum of the others and the verifier's, and the
+// run exits 1 saying which plugin failed; the manifest names every reward
+// plugin's bytes; the judge never sees the key.
 func TestStackedRewards(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	srv := openaitest.New(
@@ -81,10 +82,15 @@ name = "trap"
 		wasmtest.Build(t, "./host/env/testdata/badreward"))), 0o644)
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	// The trap fails on every rollout: the run says so on stderr and in
+	// its summary, and exits 1, as when rollouts end as infra_error.
+	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != exitRolloutsErr {
+		t.Fatalf("exit %d, want %d: a reward plugin failed\n%s\n%s", code, exitRolloutsErr, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "reward     trap: mean 0.000 over 0 rollouts, 2 errors") ||
+	if !strings.Contains(stderr.String(), "proctor: error: reward plugin trap failed on 2 of 2 rollouts; the first: ") {
+		t.Errorf("stderr does not say the reward plugin failed:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "reward     trap: mean 0.000 over 0 rollouts, 2 errors\n           first error: ") ||
 		!strings.Contains(stdout.String(), "reward     judge: mean 0.800 over 2 rollouts, 0 errors; 200 tokens in, 40 out\n") {
 		t.Errorf("the report does not sum up the stacked rewards:\n%s", stdout.String())
 	}
