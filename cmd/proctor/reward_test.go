@@ -18,6 +18,7 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -221,5 +222,25 @@ func TestJudgeLocal(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr.String(), "declares model.complete, which the run does not grant") ||
 		!strings.Contains(stderr.String(), `hint: grant the capabilities in that [[reward]] table: grants = ["host.info", "model.complete"]`) {
 		t.Errorf("a judge without the grant: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// TestFailedRewardPluginExits1: a run whose rollouts all passed, but whose
+// reward plugin failed on every one, exits 1 saying which plugin failed
+// and why, as a run with infra errors does; one with none exits 0.
+func TestFailedRewardPluginExits1(t *testing.T) {
+	s := report.Summary{Outcomes: map[string]int{rundir.OutcomePassed: 3},
+		Rewards: map[string]report.RewardStat{"judge": {Errors: 3, FirstError: "plugin judge hook reward.score: no answer within 2m0s"}, "ok": {N: 3, Mean: 1}}}
+	var stderr bytes.Buffer
+	if err := incomplete(&stderr, s); exitCode(err) != exitRolloutsErr {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, exitRolloutsErr)
+	}
+	if want := "proctor: error: reward plugin judge failed on 3 of 3 rollouts; the first: plugin judge hook reward.score: no answer within 2m0s\n"; stderr.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
+	}
+	s.Rewards = map[string]report.RewardStat{"ok": {N: 3, Mean: 1}}
+	stderr.Reset()
+	if err := incomplete(&stderr, s); err != nil || stderr.Len() != 0 {
+		t.Errorf("a run with nothing missing: %v, %q", err, stderr.String())
 	}
 }
