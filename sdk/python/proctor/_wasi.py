@@ -8,7 +8,8 @@ the standard library; here, while plugin code runs:
 - sockets, subprocesses (subprocess, os.system, os.exec*, os.spawn*,
   os.fork, os.posix_spawn) and threads fail as they fail in the runtime;
 - opening a file to write, and making, removing, renaming or changing a
-  file or folder fail as on the runtime's read-only files (tempfile too);
+  file or folder fail as on the runtime's read-only files, and there is
+  no /tmp (tempfile finds no folder);
 - reading or listing a path outside the plugin's folder, the SDK and the
   standard library fails as a missing file does in the runtime (the
   machine's /etc/passwd, /tmp, a package installed in site-packages).
@@ -95,18 +96,21 @@ def _audit(event: str, args: tuple) -> None:
         return
     if event == "socket.__new__":
         raise OSError(errno.ENOTSUP, "Not supported", _WHY.format("a plugin has no network"))
+    if event == "os.system":
+        # WASI's os module has no system at all.
+        raise AttributeError("module 'os' has no attribute 'system' " + _WHY.format("a plugin has no processes: run commands in the sandbox with proctor.exec"))
     if event in _NO_PROCESS:
         raise OSError(errno.ENOTSUP, "Not supported", _WHY.format("a plugin has no processes: run commands in the sandbox with proctor.exec"))
     if event in _CHANGES:
-        raise OSError(errno.EROFS, "Read-only file system", _WHY.format(f"{event}: a plugin's files are read-only"))
+        raise OSError(errno.ENOSYS, "Function not implemented", _WHY.format(f"{event}: a plugin's files are read-only"))
     if event == "open":
         path = _path(args[0])
         if path is None:
             return
         mode = args[1] if len(args) > 1 else None
         flags = args[2] if len(args) > 2 else None
-        if _writes(mode, flags):
-            raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path) + " " + _WHY.format("a plugin's files are read-only"))
+        if _writes(mode, flags) and c.readable(path):
+            raise OSError(errno.ENOSYS, "Function not implemented", os.fsdecode(path) + " " + _WHY.format("a plugin's files are read-only"))
         if not c.readable(path):
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fsdecode(path) + " " + _WHY.format("a plugin sees only its own files, the SDK and the standard library"))
     elif event in _LISTS:

@@ -66,7 +66,7 @@ class Probe:
     def score(self, r):
         try:
             attempt(r.task.id)
-        except (OSError, RuntimeError) as e:
+        except (OSError, RuntimeError, AttributeError) as e:
             raise proctor.Error(f"{r.task.id}: {type(e).__name__} {errno_name(e)}")
         return proctor.RewardResponse(reward=1)
 
