@@ -187,6 +187,7 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 			Prestart: prestart(c), GroupSize: groupSize(r.process, c),
 			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
 			AgentTimeoutScale: c.Run.AgentTimeoutScale, EnvRewardWeight: c.Env.RewardWeight,
+			VerifierFailureIsInfra: c.Run.VerifierFailure == config.VerifierInfraError,
 			Timeouts: scheduler.Timeouts{
 				SandboxStart: c.Run.SandboxStartTimeout.Duration, Setup: c.Run.SetupTimeout.Duration,
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
