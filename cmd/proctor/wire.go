@@ -147,7 +147,7 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		done()
 		return parts, nil, err
 	}
-	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p),
+	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p), ScoringKeys: p.Manifest().ScoringKeys,
 		Rewards: scorers, RewardInfos: infos, Agent: ag}, done, nil
 }
 

@@ -32,7 +32,11 @@ type Parts struct {
 	Prune   Pruner // nil: the backend leaves nothing behind
 	Env     Environment
 	EnvInfo rundir.PluginInfo // which environment plugin bytes run
-	Rewards []scheduler.Scorer
+	// ScoringKeys are the keys of [env.config] that decide how a rollout
+	// is scored (the plugin's manifest says which); a resume that changes
+	// one is refused. Nil: every key.
+	ScoringKeys []string
+	Rewards     []scheduler.Scorer
 	// RewardInfos say which reward plugin bytes run, one per Rewards.
 	RewardInfos []rundir.PluginInfo
 	Agent       scheduler.Agent
@@ -141,6 +145,9 @@ func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 	c, rewards := r.cfg, p.RewardInfos
 	if r.resumed {
 		if err := samePlugins(r.dir, r.man, p.EnvInfo, rewards); err != nil {
+			return err
+		}
+		if err := sameScoring(r.dir, c, p.ScoringKeys, len(r.store.Records())); err != nil {
 			return err
 		}
 		rewards = keepRecorded(r.man.Rewards, rewards)
