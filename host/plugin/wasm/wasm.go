@@ -51,10 +51,15 @@ import (
 
 // Config tunes a Runtime. Zero fields take the defaults.
 type Config struct {
-	CacheDir       string        // compilation cache; default <user cache>/proctor/wasm or $PROCTOR_CACHE_DIR/wasm
-	MemoryLimitMiB int           // per instance; default 256
-	HookTimeout    time.Duration // per hook call; default 2m
-	MaxOutput      int           // bytes of a hook's output or an operation's request; default 64 MiB
+	CacheDir       string // compilation cache; default <user cache>/proctor/wasm or $PROCTOR_CACHE_DIR/wasm
+	MemoryLimitMiB int    // per instance; default 256
+	// HookTimeout bounds a hook call's own work (default 2m): the time its
+	// code runs, not the time the host spends on its sandbox operations,
+	// which the caller's context bounds. HookTimeoutName is how messages
+	// name the limit (the config key that sets it; default "hook timeout").
+	HookTimeout     time.Duration
+	HookTimeoutName string
+	MaxOutput       int // bytes of a hook's output or an operation's request; default 64 MiB
 	// ResidentInstances is how many instances stay whole between their
 	// calls; past it, an instance is parked as soon as its call returns.
 	// Default 4 × GOMAXPROCS, at least 64.
@@ -129,6 +134,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.HookTimeout <= 0 {
 		cfg.HookTimeout = 2 * time.Minute
+	}
+	if cfg.HookTimeoutName == "" {
+		cfg.HookTimeoutName = "hook timeout"
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 64 << 20
@@ -485,7 +493,7 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 		if err != nil {
 			mod.Close(ctx)
 			if sctx.Err() != nil {
-				return nil, fmt.Errorf("%s: no answer within %s: %w", name, p.r.cfg.HookTimeout, sctx.Err())
+				return nil, fmt.Errorf("%s: no answer within %s (%s): %w", name, p.r.cfg.HookTimeout, p.r.cfg.HookTimeoutName, sctx.Err())
 			}
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -677,6 +685,7 @@ type callState struct {
 	outErr  error
 	pending []byte
 	maxOut  int
+	clock   *hookClock // the hook's own time
 }
 
 type stateKey struct{}
@@ -698,8 +707,11 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		}
 	}
 	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
-	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
-	defer cancel()
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, stateKey{}, st))
+	defer cancel(nil)
+	st.clock = startHookClock(i.p.r.cfg.HookTimeout, func() { cancel(errHookTime) })
+	defer st.clock.stop()
+	outOfTime := func() bool { return context.Cause(hctx) == errHookTime && ctx.Err() == nil }
 	var res []uint64
 	err := interruptible(hctx, i.mod, func() (err error) {
 		res, err = i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
@@ -710,8 +722,8 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		i.broken = err
 		i.dropModule(ctx)
 		switch {
-		case hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-			return nil, perr(ErrTimeout, fmt.Errorf("no answer within %s: %w", i.p.r.cfg.HookTimeout, context.DeadlineExceeded))
+		case outOfTime():
+			return nil, perr(ErrTimeout, i.p.r.outOfTime())
 		case ctx.Err() != nil:
 			return nil, perr(ErrTimeout, ctx.Err())
 		case st.outErr != nil:
@@ -744,6 +756,10 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		var e abi.Error
 		if json.Unmarshal(st.output, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("status %d: %.200q", status, st.output)
+		}
+		if outOfTime() {
+			// An operation the plugin waited on was cut by its time.
+			return nil, perr(ErrTimeout, fmt.Errorf("%w; the plugin said: %s", i.p.r.outOfTime(), e.Error))
 		}
 		pe := perr(ErrHookFailed, errors.New(e.Error)).(*PluginError)
 		pe.Class = e.Class
@@ -848,6 +864,10 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 			return fail(abi.StatusDenied, fmt.Sprintf("%s is an optional capability this proctor (ABI v%d.%d) does not have", op, abi.Version, abi.Minor))
 		}
 		return fail(abi.StatusUnknown, fmt.Sprintf("unknown operation %q", op))
+	}
+	if st, ok := ctx.Value(stateKey{}).(*callState); ok && st.clock != nil && waitsOnSandbox(op) {
+		st.clock.pause()
+		defer st.clock.resume()
 	}
 	resp, err := f(ctx, append([]byte(nil), req...))
 	if err != nil {

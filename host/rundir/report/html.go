@@ -369,7 +369,7 @@ func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 
 func outcomeClass(o string) string {
 	switch o {
-	case rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError:
+	case rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeVerifierFailed, rundir.OutcomeInfraError:
 		return "o-" + o
 	}
 	return "o-other"

@@ -368,7 +368,7 @@ func mean(xs []float64) float64 {
 }
 
 // outcomes are the outcomes in the order reports list them.
-var outcomes = []string{rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError}
+var outcomes = []string{rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeVerifierFailed, rundir.OutcomeInfraError}
 
 // symbol marks each outcome in the text report, the HTML page and their
 // legends. Each is in the DejaVu fonts Debian installs with Chromium (the
@@ -377,7 +377,9 @@ var symbol = map[string]string{
 	rundir.OutcomePassed:       "✓",
 	rundir.OutcomeFailed:       "✗",
 	rundir.OutcomeAgentTimeout: "◷",
-	rundir.OutcomeInfraError:   "!",
+	// No reward from the verifier: an empty set.
+	rundir.OutcomeVerifierFailed: "∅",
+	rundir.OutcomeInfraError:     "!",
 }
 
 // legend explains the symbols: "✓ passed  ✗ failed  ...".

@@ -61,7 +61,7 @@ class TestDispatch(unittest.TestCase):
 
     def test_requests_and_responses(self):
         status, out = call_raw("tasks.load", {"config": {"k": [1]}})
-        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "data": {"n": 1}, "broken": ""}], "skipped": []}))
+        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "agent_timeout_from": "", "verify_timeout_from": "", "data": {"n": 1}, "broken": ""}], "skipped": []}))
         self.assertEqual(self.env.seen[-1], {"k": [1]})
 
         req = {"task": {"id": "a", "data": {"n": 1}, "new_field": 1}, "config": None, "rollout_id": "a#0", "seed": 7, "unknown": True}
