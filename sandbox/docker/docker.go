@@ -632,21 +632,10 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if len(s.private) == 0 {
 		return note, nil
 	}
-	if !rootUser(s.user) {
-		// The plugin's shell runs without the capability to mount: a
-		// separate exec as root joins its namespace.
-		args := shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)
-		if err := s.rootExec(ctx, append([]string{shell.WardenPath}, args...)...); err != nil {
-			return note, fmt.Errorf("empty the private folders: %w", err)
-		}
-		return note, nil
-	}
-	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
-	if err != nil {
-		return note, s.gone(ctx, err)
-	}
-	if r.ExitCode != 0 {
-		return note, fmt.Errorf("empty the private folders: exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	// The plugin's shell runs without the capability to mount: the mux
+	// runs the warden as root, which joins its namespace.
+	if err := s.wardenExec(ctx, shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)...); err != nil {
+		return note, fmt.Errorf("empty the private folders: %w", err)
 	}
 	return note, nil
 }
@@ -683,11 +672,8 @@ func (a *agentView) current() *shell.Shell {
 }
 
 func (a *agentView) start(ctx context.Context) error {
-	argv := []string{shell.WardenPath, "agent"}
-	if user, _ := a.s.agentUserOr(); user != "" {
-		argv = append(argv, "-user", user)
-	}
-	argv = append(append(argv, "--"), bootstrap(stateDir)...)
+	user, _ := a.s.agentUserOr()
+	argv := append(shell.AgentArgs(a.s.private, user), bootstrap(stateDir)...)
 	sh, nsInit, err := a.s.openShell(ctx, argv, stateDir, func(ctx context.Context, pgid int) error {
 		return a.s.mux.Kill(ctx, a.namespace(), pgid)
 	})

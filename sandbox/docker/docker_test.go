@@ -828,7 +828,7 @@ func TestPutLikeTheEngine(t *testing.T) {
 			if err := muxPut(ctx, sb, "/opt/mux/in", buf.Bytes(), c.plugin); err != nil {
 				t.Fatalf("through the mux: %v", err)
 			}
-			if err := sb.rootExec(ctx, "mkdir", "-p", "/opt/engine/in"); err != nil {
+			if err := sb.engineMkdir(ctx, "/opt/engine/in"); err != nil {
 				t.Fatal(err)
 			}
 			if err := sb.copyTo(ctx, "/opt/engine/in", buf.Bytes(), c.plugin); err != nil {

@@ -1,7 +1,6 @@
 package sandboxtest
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -38,14 +37,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		}
 		return note
 	}
-	tests := func(script string) *bytes.Buffer {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		tw.WriteHeader(&tar.Header{Name: "test.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))})
-		tw.Write([]byte(script))
-		tw.Close()
-		return &buf
-	}
+	tests := testsArchive
 
 	t.Run("NoProcLinks", func(t *testing.T) {
 		// The host's file operations outside the private folders run as
@@ -111,6 +103,30 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		}
 	})
 
+	t.Run("NothingPrivilegedInReach", func(t *testing.T) {
+		sb := start(t, 0)
+		agent := sb.Agent()
+		CheckNothingPrivileged(t, agent)
+		// Every signal the agent may send its namespace's init is
+		// ignored: the services the init keeps alive stay up.
+		run(t, agent, `nohup setsid sleep 600 >/dev/null 2>&1 &
+for s in $(seq 1 31) $(seq 34 64); do case $s in 9|19) continue ;; esac; kill -$s 1 2>/dev/null; done; true`)
+		run(t, agent, "sleep 0.2")
+		if r := run(t, agent, "pgrep -f '^sleep 600$' >/dev/null && echo alive"); r.Stdout != "alive\n" {
+			t.Errorf("signals to the agent's init ended its namespace: %+v", r)
+		}
+	})
+	t.Run("WardenSealed", func(t *testing.T) {
+		sb := start(t, 0)
+		for _, side := range []sandbox.Sandbox{sb.Agent(), sb} {
+			CheckWardenSealed(t, side)
+		}
+		if _, err := sb.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		CheckWardenSealed(t, sb)
+	})
+	t.Run("VerifierReadsItsOwn", func(t *testing.T) { checkVerifierReadsItsOwn(t, start) })
 	t.Run("LeftoverCannotForge", func(t *testing.T) {
 		sb := start(t, 0)
 		agent := sb.Agent()
@@ -244,7 +260,8 @@ print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
 // (Harbor's [agent].user beside [verifier].user), also after the agent's
 // shell restarts. CancelAsUnprivilegedUser: a cancelled call kills its
 // command, in either shell, when the sandbox runs as another user than
-// root, and the shell answers the next call.
+// root, and the shell answers the next call. NothingPrivilegedInReachAsUser:
+// no process the agent's user sees holds a uid or capability it lacks.
 func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.Isolated) {
 	ctx := context.Background()
 	t.Run("SealAsUnprivilegedUser", func(t *testing.T) {
@@ -285,6 +302,10 @@ func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.
 		if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
 			t.Fatalf("after a restart: %+v %v", r, err)
 		}
+	})
+	t.Run("NothingPrivilegedInReachAsUser", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: Private})
+		CheckNothingPrivileged(t, sb.Agent())
 	})
 	t.Run("CancelAsUnprivilegedUser", func(t *testing.T) {
 		sb := start(t, sandbox.Spec{User: "nobody", Private: Private})

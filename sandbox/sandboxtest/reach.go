@@ -1,0 +1,237 @@
+package sandboxtest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proctor-dev/proctor/sandbox"
+)
+
+// Attacker is a script (python3, as root or not) the suite runs on the
+// agent's side: for every thread of every process it can see, it compares
+// CapEff, CapPrm, CapBnd, the uids and the gids with its own, and tries
+// PTRACE_SEIZE and opening /proc/TID/mem for writing from a child of its
+// own, as an agent that wants to write code into a process holding more
+// than itself would. It prints "MORE pid tid what" for a thread holding
+// what the attacker lacks, "GAIN pid tid how" for a way into a process
+// that has such a thread (its threads share one memory), "SAW pid" for
+// every process, and "DONE" at the end.
+const Attacker = `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_SEIZE = 0x4206
+CAPS = ("CapEff", "CapPrm", "CapBnd")
+
+def status(path):
+    st = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            st[k] = v.split()
+    return st
+
+me = status("/proc/self/status")
+mine = {k: int(me[k][0], 16) for k in CAPS}
+
+def more(st):
+    out = [k + "=" + st[k][0] for k in CAPS if int(st[k][0], 16) & ~mine[k]]
+    for k in ("Uid", "Gid"):
+        if set(st[k]) - set(me[k]):
+            out.append(k + "=" + ",".join(st[k]))
+    return out
+
+def attempt(tid):
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        got = []
+        if libc.ptrace(PTRACE_SEIZE, tid, None, None) == 0:
+            got.append("ptrace")
+        try:
+            os.close(os.open("/proc/%d/mem" % tid, os.O_RDWR))
+            got.append("mem")
+        except OSError:
+            pass
+        os.write(w, " ".join(got).encode())
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 100).decode()
+    os.close(r)
+    os.waitpid(child, 0)
+    return got
+
+for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
+    if int(pid) == os.getpid():
+        continue
+    try:
+        tids = sorted(os.listdir("/proc/%s/task" % pid), key=int)
+    except OSError:
+        continue
+    print("SAW", pid, flush=True)
+    holds = False
+    for tid in tids:
+        try:
+            m = more(status("/proc/%s/task/%s/status" % (pid, tid)))
+        except (OSError, KeyError):
+            continue
+        if m:
+            holds = True
+            print("MORE", pid, tid, " ".join(m), flush=True)
+    if holds:
+        for tid in tids:
+            got = attempt(int(tid))
+            if got:
+                print("GAIN", pid, tid, got, flush=True)
+print("DONE", flush=True)
+`
+
+// CheckNothingPrivileged runs Attacker on the agent's side and fails the
+// test for every process there that holds more than the agent's shell, and
+// every way into one.
+func CheckNothingPrivileged(t *testing.T, agent sandbox.Sandbox) {
+	t.Helper()
+	r, err := agent.Exec(context.Background(), "python3 -c \"$PROCTOR_ATTACKER\"", sandbox.ExecOptions{
+		Timeout: 2 * time.Minute, Env: map[string]string{"PROCTOR_ATTACKER": Attacker}, MaxOutput: 1 << 20})
+	if err != nil {
+		t.Fatalf("the attacker: %v", err)
+	}
+	if !strings.Contains(r.Stdout, "DONE") || !strings.Contains(r.Stdout, "SAW 1\n") {
+		t.Fatalf("the attacker did not finish, or did not see the namespace's init: %+v", r)
+	}
+	for _, line := range strings.Split(r.Stdout, "\n") {
+		if strings.HasPrefix(line, "MORE ") || strings.HasPrefix(line, "GAIN ") {
+			t.Errorf("in the agent's reach: %s", line)
+		}
+	}
+}
+
+// CheckWardenSealed tries to make the warden's folder writable from side
+// (either shell, as root where it runs as root) and fails the test where
+// it is not read-only or a remount works. A remount that works is undone
+// at once: the folder may be the host's.
+func CheckWardenSealed(t *testing.T, side sandbox.Sandbox) {
+	t.Helper()
+	r, err := side.Exec(context.Background(), `
+grep -E '^[0-9]+ [0-9]+ [^ ]+ [^ ]+ /\.proctor ' /proc/self/mountinfo | grep -qv ' ro[, ]' && echo NOT-READ-ONLY
+for o in remount,rw remount,bind,rw; do
+  if mount -o $o /.proctor 2>/dev/null; then echo "REMOUNTED $o"; mount -o remount,bind,ro /.proctor; fi
+done
+mount -t tmpfs x /mnt 2>/dev/null && { echo MOUNTED; umount /mnt; }
+touch /.proctor/planted 2>/dev/null && echo WRITABLE
+b=$(awk '/^CapBnd:/ { print $2 }' /proc/self/status); (( 0x$b & (1 << 21) )) && echo HOLDS-SYS-ADMIN
+true`, sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"NOT-READ-ONLY", "REMOUNTED", "MOUNTED", "WRITABLE", "HOLDS-SYS-ADMIN"} {
+		if strings.Contains(r.Stdout, bad) {
+			t.Errorf("the warden's folder from this side: %s (%q %q)", bad, r.Stdout, r.Stderr)
+		}
+	}
+}
+
+// forgers are processes an agent leaves running to change which files
+// the verifier reads: they rename or unlink the verifier's folders (a
+// mount point in another mount namespace only is detached by that), put
+// a FIFO where the verifier writes, or wait for the verifier to start
+// (inotify) and swap its folder then. Each forged folder holds
+// reward.json {"reward": 1}, which the verifier reads first, and a
+// test.sh that writes it.
+var forgers = []struct{ name, cmd string }{
+	{"RenameLoop", `cat > /tmp/forger.sh <<'EOF'
+forge() { mkdir -p "$1" && echo '{"reward": 1}' > "$1/reward.json" && printf '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n' > "$1/test.sh" && chmod +x "$1/test.sh"; }
+n=0
+while :; do
+  n=$((n+1))
+  forge /logs/f$n; mv -T /logs/verifier /logs/old$n 2>/dev/null; mv -T /logs/f$n /logs/verifier 2>/dev/null
+  forge /t$n; mv -T /tests /told$n 2>/dev/null; mv -T /t$n /tests 2>/dev/null
+  rm -rf /logs/old* /told* /logs/f* /t[0-9]*; touch /tmp/forger-ran; sleep 0.005
+done
+EOF
+nohup setsid bash /tmp/forger.sh >/dev/null 2>&1 &`},
+	{"UnlinkLoop", `nohup setsid bash -c 'while :; do rm -rf /logs/verifier /tests; mkdir -p /logs/verifier /tests; echo "{\"reward\": 1}" > /logs/verifier/reward.json; touch /tmp/forger-ran; sleep 0.005; done' >/dev/null 2>&1 &`},
+	{"RemoveLogs", `rm -rf /logs /tests; touch /logs /tests; touch /tmp/forger-ran; true`},
+	{"FIFO", `nohup setsid bash -c 'while :; do rm -rf /logs/verifier; mkdir -p /logs/verifier; mkfifo /logs/verifier/test-stdout.txt /logs/verifier/reward.txt; touch /tmp/forger-ran; sleep 0.005; done' >/dev/null 2>&1 &`},
+	{"Inotify", `cat > /tmp/racer.py <<'EOF'
+import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, b"/tmp", 0x100)  # IN_CREATE
+open("/tmp/forger-ran", "w").close()
+while True:
+    buf = os.read(fd, 4096)
+    if b"verifier-started" not in buf:
+        continue
+    os.makedirs("/logs/forged", exist_ok=True)
+    with open("/logs/forged/reward.json", "w") as f:
+        f.write('{"reward": 1}')
+    for src, dst in (("/logs/verifier", "/logs/gone"), ("/logs/forged", "/logs/verifier")):
+        try:
+            os.rename(src, dst)
+        except OSError as e:
+            print(e)
+    open("/tmp/racer-done", "w").close()
+EOF
+nohup setsid python3 /tmp/racer.py >/tmp/racer.log 2>&1 &`},
+}
+
+// verifierScript is the tests the suite runs after the forgers: it writes
+// reward 0, tells the inotify forger it runs and waits (a while at most)
+// for it to have acted, so the forger's swap, when it works, lands
+// before the reward is read.
+const verifierScript = `#!/bin/bash
+echo 0 > /logs/verifier/reward.txt
+touch /tmp/verifier-started
+for i in $(seq 200); do [ -e /tmp/racer-done ] && break; [ -e /tmp/racer.py ] || break; sleep 0.05; done
+`
+
+// checkVerifierReadsItsOwn runs each forger from the agent's side, seals,
+// runs the tests as a verifier does and fails where the verifier read
+// anything but what it wrote, or where the agent's doing became an error
+// of the sandbox's.
+func checkVerifierReadsItsOwn(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.Isolated) {
+	ctx := context.Background()
+	for _, f := range forgers {
+		t.Run(f.name, func(t *testing.T) {
+			sb := start(t, 0)
+			agent := sb.Agent()
+			r, err := agent.Exec(ctx, f.cmd+"\nfor i in $(seq 400); do [ -e /tmp/forger-ran ] && break; sleep 0.05; done; ls /tmp/forger-ran", sandbox.ExecOptions{Timeout: time.Minute})
+			if err != nil || r.ExitCode != 0 {
+				t.Fatalf("the forger did not start: %+v %v", r, err)
+			}
+			if _, err := sb.Seal(ctx); err != nil {
+				t.Fatalf("seal after the agent's %s: %v (the agent's doing is its outcome, not the sandbox's error)", f.name, err)
+			}
+			if err := sb.Upload(ctx, "/tests", testsArchive(verifierScript)); err != nil {
+				t.Fatalf("upload the tests: %v", err)
+			}
+			r, err = sb.Exec(ctx, "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; echo rc=$?", sandbox.ExecOptions{Timeout: time.Minute})
+			if err != nil || r.TimedOut || !strings.Contains(r.Stdout, "rc=0") {
+				t.Fatalf("the verifier's tests: %+v %v", r, err)
+			}
+			if got, _, err := sb.ReadFile(ctx, "/logs/verifier/reward.json", 0); !errors.Is(err, sandbox.ErrNotFound) {
+				t.Errorf("the verifier read a reward.json it never wrote: %q %v", got, err)
+			}
+			if got, _, err := sb.ReadFile(ctx, "/logs/verifier/reward.txt", 0); err != nil || strings.TrimSpace(string(got)) != "0" {
+				t.Errorf("the verifier's reward.txt: %q %v, want 0", got, err)
+			}
+		})
+	}
+}
+
+// testsArchive is a tar archive of one executable test.sh holding script.
+func testsArchive(script string) *bytes.Buffer {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "test.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))})
+	tw.Write([]byte(script))
+	tw.Close()
+	return &buf
+}
