@@ -365,22 +365,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
-	var send []byte // the warden, for a container that cannot bind it
-	bound := false
-	switch {
-	case b.isolate:
-		if m, ok := b.wardens.mount(warden); ok {
-			hc.Mounts = append(hc.Mounts, m)
-		} else {
-			send = warden
-		}
-	case rootUser(user) && rootGroup(user) && werr == nil:
-		// Without isolation the warden only extracts small uploads and
-		// reads files, run by the root shell as root:root (view.rootWarden);
-		// where it cannot be bound, the archive API does.
-		if m, ok := b.wardens.mount(warden); ok {
-			hc.Mounts, bound = append(hc.Mounts, m), true
-		}
+	send, bound, err := b.placeWarden(hc, user, warden, werr)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Entrypoint = b.entrypoint(send, offline)
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
@@ -447,6 +434,29 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 	}
 	return s, nil
+}
+
+// placeWarden binds the warden's folder into the container (hc), checked
+// first (wardenDirs.mount). An isolated sandbox whose engine cannot bind
+// it gets the warden's bytes to send (the boot script receives them).
+// Without isolation the warden only extracts small uploads and reads
+// files, run by the root shell as root:root (view.rootWarden), and is
+// bound only there (bound); where it cannot be, the archive API does.
+func (b *Backend) placeWarden(hc *container.HostConfig, user string, warden []byte, werr error) (send []byte, bound bool, err error) {
+	if !b.isolate && (!rootUser(user) || !rootGroup(user) || werr != nil) {
+		return nil, false, nil
+	}
+	m, ok, err := b.wardens.mount(warden)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case ok:
+		hc.Mounts = append(hc.Mounts, m)
+		return nil, !b.isolate, nil
+	case b.isolate:
+		return warden, false, nil
+	}
+	return nil, false, nil
 }
 
 // ListInterfaces is a command that prints a sandbox's network interfaces,
