@@ -116,6 +116,8 @@ for s in $(seq 1 31) $(seq 34 64); do case $s in 9|19) continue ;; esac; kill -$
 			t.Errorf("signals to the agent's init ended its namespace: %+v", r)
 		}
 	})
+	t.Run("NoWayInFromVerifier", func(t *testing.T) { CheckNoWayIn(t, start(t, 0)) })
+	t.Run("ImageRunsUnprivileged", func(t *testing.T) { CheckImageRunsUnprivileged(t, start(t, 0)) })
 	t.Run("WardenSealed", func(t *testing.T) {
 		sb := start(t, 0)
 		for _, side := range []sandbox.Sandbox{sb.Agent(), sb} {

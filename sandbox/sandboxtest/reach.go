@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,31 @@ print("DONE", flush=True)
 // every way into one.
 func CheckNothingPrivileged(t *testing.T, agent sandbox.Sandbox) {
 	t.Helper()
-	r, err := agent.Exec(context.Background(), "python3 -c \"$PROCTOR_ATTACKER\"", sandbox.ExecOptions{
+	for _, line := range attack(t, agent) {
+		if strings.HasPrefix(line, "MORE ") || strings.HasPrefix(line, "GAIN ") {
+			t.Errorf("in the agent's reach: %s", line)
+		}
+	}
+}
+
+// CheckNoWayIn runs Attacker on side (the plugin's, whose processes are
+// the image's programs, which the agent may have replaced) and fails the
+// test for every way into a process holding more than side: processes
+// that do (the sandbox's first process, the warden's mux) may be seen,
+// never traced or written.
+func CheckNoWayIn(t *testing.T, side sandbox.Sandbox) {
+	t.Helper()
+	for _, line := range attack(t, side) {
+		if strings.HasPrefix(line, "GAIN ") {
+			t.Errorf("a way into a process holding more: %s", line)
+		}
+	}
+}
+
+// attack runs Attacker on side and returns its lines.
+func attack(t *testing.T, side sandbox.Sandbox) []string {
+	t.Helper()
+	r, err := side.Exec(context.Background(), "python3 -c \"$PROCTOR_ATTACKER\"", sandbox.ExecOptions{
 		Timeout: 2 * time.Minute, Env: map[string]string{"PROCTOR_ATTACKER": Attacker}, MaxOutput: 1 << 20})
 	if err != nil {
 		t.Fatalf("the attacker: %v", err)
@@ -105,9 +130,74 @@ func CheckNothingPrivileged(t *testing.T, agent sandbox.Sandbox) {
 	if !strings.Contains(r.Stdout, "DONE") || !strings.Contains(r.Stdout, "SAW 1\n") {
 		t.Fatalf("the attacker did not finish, or did not see the namespace's init: %+v", r)
 	}
-	for _, line := range strings.Split(r.Stdout, "\n") {
-		if strings.HasPrefix(line, "MORE ") || strings.HasPrefix(line, "GAIN ") {
-			t.Errorf("in the agent's reach: %s", line)
+	return strings.Split(r.Stdout, "\n")
+}
+
+// CheckImageRunsUnprivileged replaces the image's bash, from the agent's
+// side, with one that logs the capabilities it runs with, then makes the
+// sandbox run it every way it may after the agent's turn: a restart of
+// the agent's shell, a plugin's command, a cancelled one, Seal, file
+// operations in and out of the private folders, a large upload. No run of
+// it may hold CAP_SYS_ADMIN (or anything the sandbox's shells lack): an
+// agent that replaced bash would hold it then.
+func CheckImageRunsUnprivileged(t *testing.T, sb sandbox.Isolated) {
+	t.Helper()
+	ctx := context.Background()
+	agent := sb.Agent()
+	r, err := agent.Exec(ctx, `set -e
+cp /usr/bin/bash /usr/bin/bash.real
+cat > /usr/bin/bash.wrap <<'EOF'
+#!/usr/bin/bash.real
+while read -r k v; do [ "$k" = CapEff: ] && echo "$v" >> /tmp/bash-caps.log; done < /proc/self/status
+exec -a "$0" /usr/bin/bash.real "$@"
+EOF
+chmod 755 /usr/bin/bash.wrap; : > /tmp/bash-caps.log; chmod 666 /tmp/bash-caps.log
+mv -f /usr/bin/bash.wrap /usr/bin/bash`, sandbox.ExecOptions{Timeout: time.Minute})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("replace bash: %+v %v", r, err)
+	}
+	agent.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+	for _, side := range []sandbox.Sandbox{agent, sb} {
+		if r, err := side.Exec(ctx, "bash -c 'echo ran'", sandbox.ExecOptions{Timeout: time.Minute}); err != nil || r.Stdout != "ran\n" {
+			t.Fatalf("bash after the agent's: %+v %v", r, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		side.Exec(cctx, "sleep 60", sandbox.ExecOptions{})
+		cancel()
+		if err := side.WriteFile(ctx, "/opt/image-runs/small", []byte("x"), 0o644); err != nil {
+			t.Errorf("write: %v", err)
+		}
+		if _, _, err := side.ReadFile(ctx, "/opt/image-runs/small", 0); err != nil {
+			t.Errorf("read: %v", err)
+		}
+		big := testsArchive(strings.Repeat("x", 5<<20))
+		if err := side.Upload(ctx, "/opt/image-runs/big/new", big); err != nil {
+			t.Errorf("large upload: %v", err)
+		}
+	}
+	if _, err := sb.Seal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Upload(ctx, "/tests", testsArchive("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := sb.Exec(ctx, "bash /tests/test.sh; /tests/test.sh", sandbox.ExecOptions{Timeout: time.Minute}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("the tests: %+v %v", r, err)
+	}
+	if _, _, err := sb.ReadFile(ctx, "/logs/verifier/reward.txt", 0); err != nil {
+		t.Fatal(err)
+	}
+	log, _, err := sb.ReadFile(ctx, "/tmp/bash-caps.log", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(log))
+	if len(lines) < 4 {
+		t.Fatalf("the replaced bash ran %d times: %q", len(lines), log)
+	}
+	for _, v := range lines {
+		if c, err := strconv.ParseUint(v, 16, 64); err != nil || c&(1<<21) != 0 {
+			t.Errorf("the image's bash ran with CapEff %s (CAP_SYS_ADMIN, or not a number)", v)
 		}
 	}
 }

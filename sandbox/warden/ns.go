@@ -228,6 +228,14 @@ func agent(args []string) error {
 	if err != nil {
 		return fmt.Errorf("start the agent's namespaces: %w (the sandbox needs CAP_SYS_ADMIN in its bounding set)", err)
 	}
+	// From here this process only waits, in the container's namespaces,
+	// where the plugin's shell (the image's programs) sees it: it keeps
+	// nothing it no longer needs, and cannot be traced.
+	if err := dropAdmin(); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		return err
+	}
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	fmt.Fprintf(os.Stdout, "@@PROCTOR NS %d\n", pid)
 	w.Write([]byte{1})
 	w.Close()
