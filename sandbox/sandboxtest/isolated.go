@@ -117,6 +117,7 @@ for s in $(seq 1 31) $(seq 34 64); do case $s in 9|19) continue ;; esac; kill -$
 		}
 	})
 	t.Run("NoWayInFromVerifier", func(t *testing.T) { CheckNoWayIn(t, start(t, 0)) })
+	t.Run("AgentTricks", func(t *testing.T) { CheckAgentTricks(t, start(t, 0).Agent()) })
 	t.Run("ImageRunsUnprivileged", func(t *testing.T) { CheckImageRunsUnprivileged(t, start(t, 0)) })
 	t.Run("WardenSealed", func(t *testing.T) {
 		sb := start(t, 0)

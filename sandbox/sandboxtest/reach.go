@@ -325,3 +325,70 @@ func testsArchive(script string) *bytes.Buffer {
 	tw.Close()
 	return &buf
 }
+
+// agentTricks are what a root agent tries on the pins, the init and the
+// kernel: each line prints "HELD name" when the sandbox refused it and
+// "BROKE name" when it worked.
+const agentTricks = `
+try() { n=$1; shift; if "$@" >/dev/null 2>&1; then echo "BROKE $n"; else echo "HELD $n"; fi; }
+mkdir -p /tmp/t/d /tmp/ex
+try umount-pin umount /logs/verifier
+try umount-lazy umount -l /logs
+try rename-folder mv -T /logs/verifier /tmp/t/v
+try rename-parent mv -T /logs /tmp/t/l
+try rename-tests mv -T /tests /tmp/t/tests
+try rmdir rmdir /logs/verifier
+try rename-over mv -T /tmp/t/d /logs/verifier
+try chroot-rename chroot / mv -T /logs /tmp/t/l2
+try exchange python3 -c 'import ctypes, sys; l = ctypes.CDLL(None); sys.exit(l.renameat2(-100, b"/logs/verifier", -100, b"/tmp/ex", 2) != 0)'
+try exchange-parent python3 -c 'import ctypes, sys; l = ctypes.CDLL(None); sys.exit(l.renameat2(-100, b"/logs", -100, b"/tmp/ex", 2) != 0)'
+try init-environ cat /proc/1/environ
+try init-fd readlink /proc/1/fd/0
+try init-root ls /proc/1/root/
+try init-cwd readlink /proc/1/cwd
+try init-mem python3 -c 'open("/proc/1/mem", "rb")'
+try init-ns nsenter -t 1 -m true
+try setns python3 -c 'import os, ctypes; fd = os.open("/proc/self/ns/mnt", os.O_RDONLY); l = ctypes.CDLL(None); assert l.setns(fd, 0) == 0'
+try userns unshare -U true
+try mountns unshare -m true
+try mount mount -t tmpfs x /tmp/t/d
+try warden-remount /.proctor/warden remount /logs/verifier
+d=$(stat -c %d /)
+try block-device sh -c "mknod /tmp/t/disk b $((d >> 8)) $((d & 255)) && head -c 1 /tmp/t/disk"
+try kernel-memory sh -c 'mknod /tmp/t/mem c 1 1 && head -c 1 /tmp/t/mem'
+for s in 425:io_uring_setup 428:open_tree 430:fsopen 304:name_to_handle_at; do
+  try "${s#*:}" python3 -c 'import ctypes, sys; l = ctypes.CDLL(None, use_errno=True); b = ctypes.create_string_buffer(256); sys.exit(l.syscall('"${s%%:*}"', 4, b, 0, 0, 0) < 0)'
+done
+ls /proc/self/fd | tr '\n' ' '; echo
+`
+
+// CheckAgentTricks runs agentTricks on the agent's side after its shell
+// was killed and started again (a new namespace must be as pinned as the
+// first) and fails the test for every trick that worked, and for a file
+// descriptor the agent's commands inherit beyond their standard three.
+func CheckAgentTricks(t *testing.T, agent sandbox.Sandbox) {
+	t.Helper()
+	ctx := context.Background()
+	agent.Exec(ctx, "kill -9 -1", sandbox.ExecOptions{})
+	r, err := agent.Exec(ctx, agentTricks, sandbox.ExecOptions{Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, line := range strings.Split(r.Stdout, "\n") {
+		switch {
+		case strings.HasPrefix(line, "BROKE "):
+			t.Errorf("the agent could: %s", strings.TrimPrefix(line, "BROKE "))
+		case strings.HasPrefix(line, "HELD "):
+			held++
+		case line != "":
+			// ls of /proc/self/fd: 0 1 2 and the descriptor ls reads it with.
+			if fds := strings.Fields(line); len(fds) > 4 {
+				t.Errorf("the agent's commands inherit descriptors %v", fds)
+			}
+		}
+	}
+	if held < 25 {
+		t.Errorf("only %d tricks ran: %q %q", held, r.Stdout, r.Stderr)
+	}
+}
