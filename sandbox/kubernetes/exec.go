@@ -198,9 +198,16 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	outR, outW := io.Pipe()
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Controller{cancel: cancel, done: make(chan struct{})}
+	// A prefix that runs first writes its own errors (the warden's) to the
+	// exec's stderr, before enter sends the rest to a file.
+	var stderr io.Writer
+	var prefixErr tail
+	if cs.dropped {
+		stderr = &prefixErr
+	}
 	go func() {
 		defer close(c.done)
-		err := s.b.stream(sctx, s.name, argv, inR, outW, nil)
+		err := s.b.stream(sctx, s.name, argv, inR, outW, stderr)
 		if err == nil {
 			err = io.EOF
 		}
@@ -231,7 +238,7 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	if err != nil || r.ExitCode != 0 {
 		c.Close()
 		<-c.done
-		msg := s.startErrors(ctx, cs.state)
+		msg := strings.TrimSpace(prefixErr.String() + " " + s.startErrors(ctx, cs.state))
 		if err == nil {
 			err = fmt.Errorf("exit %d", r.ExitCode)
 		}
@@ -254,10 +261,9 @@ func (c *Controller) Close() error {
 }
 
 // startErrors reads what a controller that failed to start wrote to its
-// error files.
-// In an isolated pod the warden reads them: an exec runs as root with the
-// pod's capabilities, and after the agent's turn the image's programs
-// may be the agent's.
+// error files. In an isolated pod the warden reads them: an exec runs as
+// root with the pod's capabilities, and after the agent's turn the image's
+// programs may be the agent's.
 func (s *Sandbox) startErrors(ctx context.Context, stateDir string) string {
 	var out limitWriter
 	out.max = 8 << 10
