@@ -103,33 +103,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		}
 	})
 
-	t.Run("NothingPrivilegedInReach", func(t *testing.T) {
-		sb := start(t, 0)
-		agent := sb.Agent()
-		CheckNothingPrivileged(t, agent)
-		// Every signal the agent may send its namespace's init is
-		// ignored: the services the init keeps alive stay up.
-		run(t, agent, `nohup setsid sleep 600 >/dev/null 2>&1 &
-for s in $(seq 1 31) $(seq 34 64); do case $s in 9|19) continue ;; esac; kill -$s 1 2>/dev/null; done; true`)
-		run(t, agent, "sleep 0.2")
-		if r := run(t, agent, "pgrep -f '^sleep 600$' >/dev/null && echo alive"); r.Stdout != "alive\n" {
-			t.Errorf("signals to the agent's init ended its namespace: %+v", r)
-		}
-	})
-	t.Run("NoWayInFromVerifier", func(t *testing.T) { CheckNoWayIn(t, start(t, 0)) })
-	t.Run("AgentTricks", func(t *testing.T) { CheckAgentTricks(t, start(t, 0).Agent()) })
-	t.Run("ImageRunsUnprivileged", func(t *testing.T) { CheckImageRunsUnprivileged(t, start(t, 0)) })
-	t.Run("WardenSealed", func(t *testing.T) {
-		sb := start(t, 0)
-		for _, side := range []sandbox.Sandbox{sb.Agent(), sb} {
-			CheckWardenSealed(t, side)
-		}
-		if _, err := sb.Seal(ctx); err != nil {
-			t.Fatal(err)
-		}
-		CheckWardenSealed(t, sb)
-	})
-	t.Run("VerifierReadsItsOwn", func(t *testing.T) { checkVerifierReadsItsOwn(t, start) })
+	runAttacks(t, start)
 	t.Run("LeftoverCannotForge", func(t *testing.T) {
 		sb := start(t, 0)
 		agent := sb.Agent()

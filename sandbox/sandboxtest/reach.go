@@ -93,6 +93,42 @@ for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
 print("DONE", flush=True)
 `
 
+// runAttacks is RunIsolated's part that tries, as the agent, to get more
+// than the agent has, or to change what the verifier reads (the table of
+// attacks in docs/security.md).
+func runAttacks(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.Isolated) {
+	ctx := context.Background()
+	t.Run("NothingPrivilegedInReach", func(t *testing.T) {
+		agent := start(t, 0).Agent()
+		CheckNothingPrivileged(t, agent)
+		// Every signal the agent may send its namespace's init is
+		// ignored: the services the init keeps alive stay up.
+		for _, cmd := range []string{`nohup setsid sleep 600 >/dev/null 2>&1 &
+for s in $(seq 1 31) $(seq 34 64); do case $s in 9|19) continue ;; esac; kill -$s 1 2>/dev/null; done; true`, "sleep 0.2"} {
+			if _, err := agent.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := agent.Exec(ctx, "pgrep -f '^sleep 600$' >/dev/null && echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {
+			t.Errorf("signals to the agent's init ended its namespace: %+v %v", r, err)
+		}
+	})
+	t.Run("NoWayInFromVerifier", func(t *testing.T) { CheckNoWayIn(t, start(t, 0)) })
+	t.Run("AgentTricks", func(t *testing.T) { CheckAgentTricks(t, start(t, 0).Agent()) })
+	t.Run("ImageRunsUnprivileged", func(t *testing.T) { CheckImageRunsUnprivileged(t, start(t, 0)) })
+	t.Run("WardenSealed", func(t *testing.T) {
+		sb := start(t, 0)
+		for _, side := range []sandbox.Sandbox{sb.Agent(), sb} {
+			CheckWardenSealed(t, side)
+		}
+		if _, err := sb.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		CheckWardenSealed(t, sb)
+	})
+	t.Run("VerifierReadsItsOwn", func(t *testing.T) { checkVerifierReadsItsOwn(t, start) })
+}
+
 // CheckNothingPrivileged runs Attacker on the agent's side and fails the
 // test for every process there that holds more than the agent's shell, and
 // every way into one.
