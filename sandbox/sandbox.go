@@ -256,6 +256,10 @@ var (
 	// disk); the agent's processes were stopped. It is the agent's
 	// outcome, not a failure of the sandbox.
 	ErrLimit = errors.New("sandbox over its limit")
+	// ErrTampered: a file the host puts into every sandbox (the warden)
+	// is not what the host wrote; something changed it. No sandbox
+	// starts from it, and a run that meets it stops.
+	ErrTampered = errors.New("a file the host puts into sandboxes was changed")
 )
 
 // ImageError says which image failed and carries the build log's tail.

@@ -11,7 +11,8 @@ import (
 // tells Progress and OnRecord, as Run does with each identity it plans.
 // ok is false when ctx was cancelled before the rollout had an outcome:
 // nothing is recorded, and a later invocation may run the identity again.
-// The error is the store's: the record could not be appended.
+// The error is the store's (the record could not be appended), or what
+// ended the run (a sandbox start that found the host's files changed).
 type Attempter func(ctx context.Context, task Task, attempt int) (rec rundir.Record, ok bool, err error)
 
 // Attempter is for callers that decide themselves which identity runs
@@ -28,7 +29,7 @@ func (r *Runner) Attempter() (Attempter, error) {
 	return func(ctx context.Context, task Task, attempt int) (rundir.Record, bool, error) {
 		rec, ok := r.runWithRetries(ctx, job{task, attempt})
 		if !ok {
-			return rec, false, nil
+			return rec, false, r.halted()
 		}
 		return rec, true, r.record(rec, t)
 	}, nil

@@ -73,6 +73,9 @@ func (ro *rollout) run(ctx context.Context, m *member) bool {
 	}
 	defer ro.closePlugin(ctx)
 	if err := ro.startSandbox(ctx, m); err != nil {
+		if ro.r.halted() != nil {
+			return false // the run ends; a resume runs this rollout again
+		}
 		return ro.fail(ctx, rundir.ClassSandbox, phaseError("start sandbox", err))
 	}
 	defer ro.stopSandbox(ctx)
@@ -413,17 +416,24 @@ func (r *Runner) startWithin(ctx context.Context, spec sandbox.Spec) (sb sandbox
 
 // start starts a sandbox, at most StartConcurrency at once, within the
 // spec's own start timeout (a task's build timeout) when it has one.
-func (r *Runner) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+// A start that finds the host's files for sandboxes changed ends the run
+// (halt).
+func (r *Runner) start(ctx context.Context, spec sandbox.Spec) (sb sandbox.Sandbox, err error) {
 	if err := r.startSem.Acquire(ctx, 1); err != nil {
 		return nil, err
 	}
 	defer r.startSem.Release(1)
+	defer func() {
+		if errors.Is(err, sandbox.ErrTampered) {
+			r.halt(err)
+		}
+	}()
 	if spec.StartTimeout <= 0 {
 		return r.Backend.Start(ctx, spec)
 	}
 	sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
 	defer cancel()
-	sb, err := r.Backend.Start(sctx, spec)
+	sb, err = r.Backend.Start(sctx, spec)
 	if err != nil && pastDeadline(ctx, sctx) {
 		err = fmt.Errorf("the task's build timeout of %s passed: %w", limit{spec.StartTimeout, spec.StartTimeoutFrom}, err)
 	}

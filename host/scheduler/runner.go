@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -81,6 +82,20 @@ type Runner struct {
 
 	startSem *semaphore.Weighted
 	ahead    *ahead // the pool of the current Run; nil when Prestart is 0
+	stopErr  atomic.Pointer[error]
+}
+
+// halt ends the run with err, as a record that cannot be stored does: no
+// rollout starts after it, the running ones are cancelled and left for a
+// resume. The first error wins.
+func (r *Runner) halt(err error) { r.stopErr.CompareAndSwap(nil, &err) }
+
+// halted is the error that ended the run, nil while none has.
+func (r *Runner) halted() error {
+	if p := r.stopErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Stats counts what a Run did.
@@ -137,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 			}
 			rec, ok := r.runWithRetries(stop, j)
 			if !ok {
-				return nil // interrupted: leave it for a resume
+				return r.halted() // interrupted: leave it for a resume
 			}
 			return r.record(rec, t)
 		})

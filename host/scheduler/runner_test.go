@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -411,5 +412,37 @@ func TestRunnerBuildTimeout(t *testing.T) {
 	rec := r.Store.Records()[0]
 	if rec.Outcome != rundir.OutcomeInfraError || rec.ErrorClass != rundir.ClassSandbox || !strings.Contains(rec.Error, "the task's build timeout of 50ms passed") {
 		t.Fatalf("%+v", rec)
+	}
+}
+
+// TestRunnerStopsWhenHostFilesChanged: a sandbox start that finds the
+// files the host puts into every sandbox changed (sandbox.ErrTampered)
+// ends the run with that error, records nothing for it (a resume runs it
+// again) and starts no rollout after it, instead of retrying and moving
+// on as with an engine's error.
+func TestRunnerStopsWhenHostFilesChanged(t *testing.T) {
+	var tasks []scheduler.Task
+	for i := range 10 {
+		tasks = append(tasks, scheduler.Task{ID: fmt.Sprintf("t%02d", i)})
+	}
+	var starts atomic.Int32
+	be := &schedulertest.Backend{Fail: func(sandbox.Spec) error {
+		if starts.Add(1) == 3 {
+			return fmt.Errorf("warden folder /x/warden: %w", sandbox.ErrTampered)
+		}
+		return nil
+	}}
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, be, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Concurrency: 1, Retries: 3})
+	st, err := r.Run(context.Background(), tasks)
+	if !errors.Is(err, sandbox.ErrTampered) {
+		t.Fatalf("Run: %v, want the tampered error", err)
+	}
+	if st.Finished != 2 || starts.Load() != 3 {
+		t.Errorf("stats %+v after %d starts: want the 2 rollouts before the third start, nothing after", st, starts.Load())
+	}
+	for _, rec := range r.Store.Records() {
+		if rec.Outcome == rundir.OutcomeInfraError {
+			t.Errorf("recorded %s as %s: %s", rec.RolloutID, rec.Outcome, rec.Error)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,14 +125,7 @@ func (s *Sandbox) boot(ctx context.Context, send []byte, env []string) error {
 // startShells starts the plugin's shell and the agent's, both at once, on
 // the mux.
 func (s *Sandbox) startShells(ctx context.Context, env []string) error {
-	plugin := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
-	for _, d := range append(slices.Clone(s.private), pluginState) {
-		plugin = append(plugin, "-private", d)
-	}
-	if s.user != "" {
-		plugin = append(plugin, "-user", s.user)
-	}
-	plugin = append(append(plugin, "--"), bootstrap(pluginState)...)
+	plugin := append(shell.PluginArgs(s.tmpfsMiB, s.private, pluginState, s.user), bootstrap(pluginState)...)
 	s.agent = &agentView{s: s, env: env}
 	s.agent.view = view{s: s, shell: s.agent.current}
 	var wg sync.WaitGroup

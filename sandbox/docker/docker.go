@@ -371,22 +371,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if b.quota.Load() != quotaNo {
 		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
 	}
-	var send []byte // the warden, for a container that cannot bind it
-	bound := false
-	switch {
-	case b.isolate:
-		if m, ok := b.wardens.mount(warden); ok {
-			hc.Mounts = append(hc.Mounts, m)
-		} else {
-			send = warden
-		}
-	case rootUser(user) && rootGroup(user) && werr == nil:
-		// Without isolation the warden only extracts small uploads and
-		// reads files, run by the root shell as root:root (view.rootWarden);
-		// where it cannot be bound, the archive API does.
-		if m, ok := b.wardens.mount(warden); ok {
-			hc.Mounts, bound = append(hc.Mounts, m), true
-		}
+	send, bound, err := b.placeWarden(hc, user, warden, werr)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Entrypoint = b.entrypoint(send, offline)
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
@@ -453,6 +440,29 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 	}
 	return s, nil
+}
+
+// placeWarden binds the warden's folder into the container (hc), checked
+// first (wardenDirs.mount). An isolated sandbox whose engine cannot bind
+// it gets the warden's bytes to send (the boot script receives them).
+// Without isolation the warden only extracts small uploads and reads
+// files, run by the root shell as root:root (view.rootWarden), and is
+// bound only there (bound); where it cannot be, the archive API does.
+func (b *Backend) placeWarden(hc *container.HostConfig, user string, warden []byte, werr error) (send []byte, bound bool, err error) {
+	if !b.isolate && (!rootUser(user) || !rootGroup(user) || werr != nil) {
+		return nil, false, nil
+	}
+	m, ok, err := b.wardens.mount(warden)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case ok:
+		hc.Mounts = append(hc.Mounts, m)
+		return nil, !b.isolate, nil
+	case b.isolate:
+		return warden, false, nil
+	}
+	return nil, false, nil
 }
 
 // ListInterfaces is a command that prints a sandbox's network interfaces,
@@ -638,21 +648,10 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if len(s.private) == 0 {
 		return note, nil
 	}
-	if !rootUser(s.user) {
-		// The plugin's shell runs without the capability to mount: a
-		// separate exec as root joins its namespace.
-		args := shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)
-		if err := s.rootExec(ctx, append([]string{shell.WardenPath}, args...)...); err != nil {
-			return note, fmt.Errorf("empty the private folders: %w", err)
-		}
-		return note, nil
-	}
-	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, s.user, 0, s.private)...), sandbox.ExecOptions{Fresh: true, Timeout: time.Minute})
-	if err != nil {
-		return note, s.gone(ctx, err)
-	}
-	if r.ExitCode != 0 {
-		return note, fmt.Errorf("empty the private folders: exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	// The plugin's shell runs without the capability to mount: the mux
+	// runs the warden as root, which joins its namespace.
+	if err := s.wardenExec(ctx, shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)...); err != nil {
+		return note, fmt.Errorf("empty the private folders: %w", err)
 	}
 	return note, nil
 }
@@ -689,11 +688,8 @@ func (a *agentView) current() *shell.Shell {
 }
 
 func (a *agentView) start(ctx context.Context) error {
-	argv := []string{shell.WardenPath, "agent"}
-	if user, _ := a.s.agentUserOr(); user != "" {
-		argv = append(argv, "-user", user)
-	}
-	argv = append(append(argv, "--"), bootstrap(stateDir)...)
+	user, _ := a.s.agentUserOr()
+	argv := append(shell.AgentArgs(a.s.private, user), bootstrap(stateDir)...)
 	sh, nsInit, err := a.s.openShell(ctx, argv, stateDir, func(ctx context.Context, pgid int) error {
 		return a.s.mux.Kill(ctx, a.namespace(), pgid)
 	})

@@ -846,7 +846,7 @@ func TestPutLikeTheEngine(t *testing.T) {
 			if err := muxPut(ctx, sb, "/opt/mux/in", buf.Bytes(), c.plugin); err != nil {
 				t.Fatalf("through the mux: %v", err)
 			}
-			if err := sb.rootExec(ctx, "mkdir", "-p", "/opt/engine/in"); err != nil {
+			if err := sb.engineMkdir(ctx, "/opt/engine/in"); err != nil {
 				t.Fatal(err)
 			}
 			if err := sb.copyTo(ctx, "/opt/engine/in", buf.Bytes(), c.plugin); err != nil {
@@ -964,4 +964,26 @@ func mustRun(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
 		t.Fatalf("%s: %+v %v", cmd, r, err)
 	}
 	return r
+}
+
+// TestPrivateFolderUnderLink: a private folder whose path holds a link (an
+// image with /logs a link to another folder) is refused at the start, with
+// the folder and the link named: the agent could point the link elsewhere
+// while the tests run, and the verifier would follow it.
+func TestPrivateFolderUnderLink(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	tag, err := b.buildOnce(ctx, sandbox.Spec{BuildContext: buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN mkdir -p /var/tlogs && ln -s /var/tlogs /logs\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeBuilt(t, tag)
+	sb, err := b.Start(ctx, sandbox.Spec{Image: tag, Private: sandboxtest.Private, Labels: map[string]string{sandbox.LabelRun: "test-TestPrivateFolderUnderLink"}})
+	if err == nil {
+		sb.Close(ctx)
+		t.Fatal("a sandbox started with a link on the path of a private folder")
+	}
+	if !strings.Contains(err.Error(), "private folder /logs/verifier: /logs is not a folder but a link") {
+		t.Errorf("the error: %v", err)
+	}
 }

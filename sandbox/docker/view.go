@@ -15,7 +15,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/archive"
@@ -64,10 +63,22 @@ func (v view) private(full string) bool {
 // the plugin's shell.
 func (v view) files() shell.Files { return shell.Files{Exec: v.Exec} }
 
-// mkdir makes a folder (CopyToContainer needs it). The shell's round trip
-// is cheap; when it cannot (a command broke PATH, or the spec's user may not
-// write there) a separate exec as root does it.
+// mkdir makes a folder (CopyToContainer needs it): in an isolated sandbox
+// the warden does it as root (put of an empty archive), finding the path
+// as the engine does. Otherwise, or where the warden cannot run, the
+// view's shell does it (a cheap round trip); where it cannot (a command
+// broke PATH, or the user may not write there) the engine's archive API
+// does. A program of the image, which may be the agent's, never runs
+// with more than the view's shell has.
 func (v view) mkdir(ctx context.Context, dir string) error {
+	if v.s.mux != nil {
+		if done, err := v.putAsRoot(ctx, dir, nil); done {
+			if err != nil {
+				return fmt.Errorf("mkdir %s: %w", dir, err)
+			}
+			return nil
+		}
+	}
 	r, err := v.Exec(ctx, "/bin/mkdir -p -- "+shell.Quote(dir)+" 2>/dev/null || mkdir -p -- "+shell.Quote(dir), sandbox.ExecOptions{Fresh: true})
 	if err != nil {
 		return err
@@ -75,7 +86,7 @@ func (v view) mkdir(ctx context.Context, dir string) error {
 	if r.ExitCode == 0 {
 		return nil
 	}
-	if err := v.s.rootExec(ctx, "mkdir", "-p", "--", dir); err != nil {
+	if err := v.s.engineMkdir(ctx, dir); err != nil {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
 	}
 	return nil
@@ -243,43 +254,56 @@ func (v view) Download(ctx context.Context, p string) (io.ReadCloser, error) {
 	return rc, nil
 }
 
-// rootExec runs argv as root, for work that must not depend on the
-// shell's user or state: through the mux in an isolated sandbox, else in a
-// separate exec (about 40 ms).
-func (s *Sandbox) rootExec(ctx context.Context, argv ...string) error {
-	if s.mux != nil {
-		code, msg, err := s.mux.Run(ctx, argv)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return fmt.Errorf("%s: exit %d: %s", argv[0], code, strings.TrimSpace(msg))
-		}
-		return nil
+// wardenExec runs the warden with args as root in the container's own
+// namespaces, through the mux of an isolated sandbox: the one way proctor
+// runs a program with the sandbox's privileges once it started, and never
+// a program of the image, which may be the agent's by then.
+func (s *Sandbox) wardenExec(ctx context.Context, args ...string) error {
+	if s.mux == nil {
+		return errors.New("the sandbox runs without the warden")
 	}
-	ex, err := s.b.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		User:         "0",
-		Cmd:          argv,
-		AttachStderr: true,
-	})
+	code, msg, err := s.mux.Run(ctx, append([]string{shell.WardenPath}, args...))
 	if err != nil {
-		return engineError(err)
+		return err
 	}
-	hj, err := s.b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return engineError(err)
-	}
-	var stderr bytes.Buffer
-	_, _ = stdcopy.StdCopy(io.Discard, &stderr, io.LimitReader(hj.Reader, 64<<10))
-	hj.Close()
-	st, err := s.b.cli.ContainerExecInspect(ctx, ex.ID)
-	if err != nil {
-		return engineError(err)
-	}
-	if st.ExitCode != 0 {
-		return fmt.Errorf("%s: exit %d: %s", argv[0], st.ExitCode, strings.TrimSpace(stderr.String()))
+	if code != 0 {
+		return fmt.Errorf("warden %s: exit %d: %s", args[0], code, strings.TrimSpace(msg))
 	}
 	return nil
+}
+
+// engineMkdir makes dir and the parents it lacks through the engine's
+// archive API (root's, mode 0755, as a root mkdir makes them), with no
+// process in the container. Each path is found as the engine finds it.
+func (s *Sandbox) engineMkdir(ctx context.Context, dir string) error {
+	var missing []string
+	base := path.Clean(dir)
+	for ; base != "/"; base = path.Dir(base) {
+		_, err := s.b.cli.ContainerStatPath(ctx, s.id, base)
+		if err == nil {
+			break
+		}
+		if !client.IsErrNotFound(err) {
+			return engineError(err)
+		}
+		missing = append(missing, path.Base(base))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	name := ""
+	for i := len(missing) - 1; i >= 0; i-- {
+		name = path.Join(name, missing[i])
+		if err := tw.WriteHeader(&tar.Header{Name: name + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Now()}); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return engineError(s.b.cli.CopyToContainer(ctx, s.id, base, &buf, container.CopyToContainerOptions{}))
 }
 
 // copyIn extracts a checked archive into dir, a folder outside the

@@ -164,13 +164,19 @@ type controllerSpec struct {
 	home   *userIDs // whose HOME the shell gets (nil: the container's)
 	// header: prefix prints "@@PROCTOR NS <pid>" before the shell starts.
 	header bool
-	kill   func(ctx context.Context, pgid int) error
+	// dropped: prefix runs first, and enter after it, with what prefix
+	// left (the agent's shell, started again after the agent ran: the
+	// exec runs as root with the sandbox's capabilities, and the image's
+	// bash may be the agent's by then).
+	dropped bool
+	kill    func(ctx context.Context, pgid int) error
 }
 
 // open starts a shell controller: `prefix... [setpriv...] bash -c
-// BOOTSTRAP proctor-shell STATE` from the sandbox's working directory. The
-// stream outlives ctx, which bounds only the start; Close ends it. With
-// header, it returns the pid the prefix named.
+// BOOTSTRAP proctor-shell STATE` from the sandbox's working directory,
+// after enter (before prefix, or after it when dropped). The stream
+// outlives ctx, which bounds only the start; Close ends it. With header,
+// it returns the pid the prefix named.
 func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int, error) {
 	home := ""
 	if cs.home != nil {
@@ -178,7 +184,11 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	}
 	argv := []string{"bash", "-c", enter, "proctor-enter", cs.state + ".err", s.workdirSpec, home,
 		strings.Join(slices.Sorted(maps.Keys(s.spec.Env)), " ")}
-	argv = append(argv, cs.prefix...)
+	if cs.dropped {
+		argv = append(slices.Clone(cs.prefix), argv...)
+	} else {
+		argv = append(argv, cs.prefix...)
+	}
 	if cs.user != nil {
 		argv = append(argv, cs.user.setpriv()...)
 	}
@@ -188,9 +198,16 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	outR, outW := io.Pipe()
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Controller{cancel: cancel, done: make(chan struct{})}
+	// A prefix that runs first writes its own errors (the warden's) to the
+	// exec's stderr, before enter sends the rest to a file.
+	var stderr io.Writer
+	var prefixErr tail
+	if cs.dropped {
+		stderr = &prefixErr
+	}
 	go func() {
 		defer close(c.done)
-		err := s.b.stream(sctx, s.name, argv, inR, outW, nil)
+		err := s.b.stream(sctx, s.name, argv, inR, outW, stderr)
 		if err == nil {
 			err = io.EOF
 		}
@@ -221,7 +238,7 @@ func (s *Sandbox) open(ctx context.Context, cs controllerSpec) (*Controller, int
 	if err != nil || r.ExitCode != 0 {
 		c.Close()
 		<-c.done
-		msg := s.startErrors(ctx, cs.state)
+		msg := strings.TrimSpace(prefixErr.String() + " " + s.startErrors(ctx, cs.state))
 		if err == nil {
 			err = fmt.Errorf("exit %d", r.ExitCode)
 		}
@@ -244,11 +261,19 @@ func (c *Controller) Close() error {
 }
 
 // startErrors reads what a controller that failed to start wrote to its
-// error files.
+// error files. In an isolated pod the warden reads them: an exec runs as
+// root with the pod's capabilities, and after the agent's turn the image's
+// programs may be the agent's.
 func (s *Sandbox) startErrors(ctx context.Context, stateDir string) string {
 	var out limitWriter
 	out.max = 8 << 10
-	s.run(ctx, `cat -- "$1.err" "$1/controller.err" 2>/dev/null | tail -c 4096`, []string{stateDir}, nil, &out)
+	if s.agent == nil {
+		s.run(ctx, `cat -- "$1.err" "$1/controller.err" 2>/dev/null | tail -c 4096`, []string{stateDir}, nil, &out)
+		return strings.TrimSpace(out.buf.String())
+	}
+	for _, f := range []string{stateDir + ".err", stateDir + "/controller.err"} {
+		s.runArgv(ctx, []string{shell.WardenPath, "read", "-engine", f, "4096"}, nil, &out)
+	}
 	return strings.TrimSpace(out.buf.String())
 }
 
@@ -271,7 +296,11 @@ wait $!`
 
 // killGroup kills a process group from a separate exec, for when a call's
 // context ends while the shell's command still runs.
+// In an isolated pod the warden kills it, never the image's bash.
 func (s *Sandbox) killGroup(ctx context.Context, pgid int) error {
+	if s.agent != nil {
+		return s.warden(ctx, "kill", "0", strconv.Itoa(pgid))
+	}
 	code, msg, err := s.run(ctx, `kill -KILL -- "-$1"`, []string{fmt.Sprint(pgid)}, nil, nil)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("kill -%d: exit %d: %s", pgid, code, msg)

@@ -30,8 +30,10 @@ const pluginState = shell.WardenDir + "/plugin"
 // resolves users (names as the image's passwd and group say, before the
 // agent can change them) with it: one exec, in three steps. The script
 // says whether the container runs as root (the warden needs it) and the
-// node's architecture; then it reads the warden's size and bytes; then it
-// prints `warden id` of each user.
+// node's architecture; then it reads the warden's size and bytes, makes
+// the working folder ($1: the agent's shell, which makes it otherwise,
+// may run as a user who cannot); then it prints `warden id` of each user
+// (the other arguments).
 const install = `if [ "$EUID" != 0 ]; then
   u=$(id -un 2>/dev/null) || u=$(id -u):$(id -g)
   printf 'user %s\n' "$u"; exit 10
@@ -41,6 +43,8 @@ IFS= read -r n || exit 1
 w=` + shell.WardenPath + `
 mkdir -p ` + shell.WardenDir + ` && mkdir -p -m 700 ` + pluginState + ` && head -c "$n" > "$w.new" && chmod 755 "$w.new" && mv -f "$w.new" "$w" || exit 1
 [ "$(stat -c %s "$w")" = "$n" ] || { echo "warden: wrote $(stat -c %s "$w") of $n bytes" >&2; exit 1; }
+[ -z "$1" ] || mkdir -p -- "$1" || exit 1
+shift
 for u in "$@"; do printf 'id '; "$w" id "$u" || exit 11; done`
 
 // imageUser is the user an image runs as when it is not root: an isolated
@@ -63,7 +67,7 @@ func (s *Sandbox) installWarden(ctx context.Context, users []string) ([]userIDs,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		argv := append([]string{"bash", "-c", install, "proctor-install"}, users...)
+		argv := append([]string{"bash", "-c", install, "proctor-install", s.workdirSpec}, users...)
 		err = s.b.stream(ctx, s.name, argv, inR, outW, &stderr)
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -152,14 +156,11 @@ func (s *Sandbox) startIsolated(ctx context.Context) error {
 	}
 	sized := s.spec.WithDefaults()
 	s.tmpfsMiB, s.pidsMax = sized.MemoryMB, sized.PidsMax
-	prefix := []string{shell.WardenPath, "plugin", "-size", strconv.FormatInt(s.tmpfsMiB, 10)}
-	for _, d := range append(s.private, pluginState) {
-		prefix = append(prefix, "-private", d)
-	}
+	user := ""
 	if s.user != nil {
-		prefix = append(prefix, "-user", s.user.ids())
+		user = s.user.ids()
 	}
-	prefix = append(prefix, "--")
+	prefix := shell.PluginArgs(s.tmpfsMiB, s.private, pluginState, user)
 	s.agent = &agentView{s: s}
 	s.agent.view = view{s: s, shell: s.agent.current, closed: &s.agent.closed}
 	var wg sync.WaitGroup
@@ -212,20 +213,14 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if len(s.private) == 0 {
 		return note, nil
 	}
-	if s.user != nil && s.user.uid != 0 {
-		// The plugin's shell runs without the capability to mount: a
-		// separate exec as root joins its namespace.
-		if err := s.warden(ctx, shell.Remount(s.tmpfsMiB, s.user.ids(), s.pluginNS, s.private)...); err != nil {
-			return note, fmt.Errorf("empty the private folders: %w", err)
-		}
-		return note, nil
+	// The plugin's shell runs without the capability to mount: a
+	// separate exec of the warden as root joins its namespace.
+	user := ""
+	if s.user != nil {
+		user = s.user.ids()
 	}
-	r, err := s.sh.Exec(ctx, shell.WardenCommand(shell.Remount(s.tmpfsMiB, "", 0, s.private)...), sandbox.ExecOptions{Fresh: true})
-	if err != nil {
-		return note, s.explain(ctx, err)
-	}
-	if r.ExitCode != 0 {
-		return note, fmt.Errorf("empty the private folders: exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	if err := s.warden(ctx, shell.Remount(s.tmpfsMiB, user, s.pluginNS, s.private)...); err != nil {
+		return note, fmt.Errorf("empty the private folders: %w", err)
 	}
 	return note, nil
 }
@@ -272,13 +267,13 @@ func (a *agentView) namespace() int {
 
 // start starts the agent's shell through the warden, as the agent's user.
 func (a *agentView) start(ctx context.Context) error {
-	prefix := []string{shell.WardenPath, "agent"}
 	user := a.user()
+	ids := ""
 	if user != nil {
-		prefix = append(prefix, "-user", user.ids())
+		ids = user.ids()
 	}
-	prefix = append(prefix, "--")
-	sh, ns, err := a.s.open(ctx, controllerSpec{state: stateDir, prefix: prefix, home: user, header: true,
+	prefix := shell.AgentArgs(a.s.private, ids)
+	sh, ns, err := a.s.open(ctx, controllerSpec{state: stateDir, prefix: prefix, home: user, header: true, dropped: true,
 		kill: func(ctx context.Context, pgid int) error {
 			return a.s.warden(ctx, "kill", strconv.Itoa(a.namespace()), strconv.Itoa(pgid))
 		}})

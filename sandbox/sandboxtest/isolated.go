@@ -1,7 +1,6 @@
 package sandboxtest
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -38,14 +37,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		}
 		return note
 	}
-	tests := func(script string) *bytes.Buffer {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		tw.WriteHeader(&tar.Header{Name: "test.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))})
-		tw.Write([]byte(script))
-		tw.Close()
-		return &buf
-	}
+	tests := testsArchive
 
 	t.Run("NoProcLinks", func(t *testing.T) {
 		// The host's file operations outside the private folders run as
@@ -111,6 +103,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		}
 	})
 
+	runAttacks(t, start)
 	t.Run("LeftoverCannotForge", func(t *testing.T) {
 		sb := start(t, 0)
 		agent := sb.Agent()
@@ -244,7 +237,8 @@ print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
 // (Harbor's [agent].user beside [verifier].user), also after the agent's
 // shell restarts. CancelAsUnprivilegedUser: a cancelled call kills its
 // command, in either shell, when the sandbox runs as another user than
-// root, and the shell answers the next call.
+// root, and the shell answers the next call. NothingPrivilegedInReachAsUser:
+// no process the agent's user sees holds a uid or capability it lacks.
 func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.Isolated) {
 	ctx := context.Background()
 	t.Run("SealAsUnprivilegedUser", func(t *testing.T) {
@@ -285,6 +279,10 @@ func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.
 		if err != nil || !strings.HasSuffix(r.Stdout, "nobody\n") {
 			t.Fatalf("after a restart: %+v %v", r, err)
 		}
+	})
+	t.Run("NothingPrivilegedInReachAsUser", func(t *testing.T) {
+		sb := start(t, sandbox.Spec{AgentUser: "nobody", Workdir: "/tmp", Private: Private})
+		CheckNothingPrivileged(t, sb.Agent())
 	})
 	t.Run("CancelAsUnprivilegedUser", func(t *testing.T) {
 		sb := start(t, sandbox.Spec{User: "nobody", Private: Private})

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +215,38 @@ func StoppedNote(pids, max int64) string {
 // Restarted is what a call of the agent sees when a command killed the
 // agent's shell.
 const Restarted = "the shell was killed by a command in the sandbox; a new shell was started (working directory and exported variables are reset)"
+
+// PluginArgs is the command that starts the plugin's shell through the
+// warden, up to the "--" the shell's own command follows: in a mount
+// namespace of its own where private (the spec's private folders, then
+// state, the shell's folder) are tmpfs mounts of sizeMiB only it sees, as
+// user (empty: the sandbox's), without CAP_SYS_ADMIN.
+func PluginArgs(sizeMiB int64, private []string, state, user string) []string {
+	args := []string{WardenPath, "plugin", "-size", strconv.FormatInt(sizeMiB, 10)}
+	for _, d := range append(slices.Clone(private), state) {
+		args = append(args, "-private", d)
+	}
+	if user != "" {
+		args = append(args, "-user", user)
+	}
+	return append(args, "--")
+}
+
+// AgentArgs is the command that starts the agent's shell through the
+// warden, up to "--": in PID and mount namespaces of its own, as user
+// (empty: the sandbox's), the paths of the private folders pinned so
+// that nothing the agent runs can move or replace them, and nothing in
+// its reach holding more than it does.
+func AgentArgs(private []string, user string) []string {
+	args := []string{WardenPath, "agent"}
+	for _, d := range private {
+		args = append(args, "-private", d)
+	}
+	if user != "" {
+		args = append(args, "-user", user)
+	}
+	return append(args, "--")
+}
 
 // Remount is the warden's arguments that replace dirs with fresh empty
 // tmpfs mounts of sizeMiB owned by user, in the mount namespace whose

@@ -14,22 +14,26 @@
 //	    the loopback, and writes the loopback /etc/hosts.
 //	warden plugin [-private DIR]... [-size MiB] [-user U] -- ARGV...
 //	    seals /.proctor read-only, enters a mount namespace of its own in
-//	    which every DIR is an empty private tmpfs, prints "@@PROCTOR NS
-//	    <pid>" (its own pid, which holds the namespace) and runs ARGV there
-//	    (the plugin's shell: setup, verification, teardown).
-//	warden agent [-user U] -- ARGV...
+//	    which every DIR is an empty private tmpfs, drops CAP_SYS_ADMIN on
+//	    every thread, prints "@@PROCTOR NS <pid>" (its own pid, which holds
+//	    the namespace) and runs ARGV there (the plugin's shell: setup,
+//	    verification, teardown).
+//	warden agent [-private DIR]... [-user U] -- ARGV...
 //	    runs ARGV (the agent's shell) in new PID and mount namespaces, with
-//	    /proc remounted (and masked as the container's was) and
-//	    CAP_SYS_ADMIN dropped for good: nothing the agent starts can see,
-//	    signal or trace the plugin's processes, or reach its mounts. It
-//	    prints "@@PROCTOR NS <pid>" (the namespace's init, as the container
-//	    numbers it) before ARGV starts.
+//	    /proc remounted (and masked as the container's was), every DIR and
+//	    the folders on its path pinned (mount points of the namespace, which
+//	    the agent cannot rename or remove), and CAP_SYS_ADMIN dropped for
+//	    good: nothing the agent starts can see, signal or trace the
+//	    plugin's processes, or reach its mounts. The namespace's init holds
+//	    no more than the shell (U's ids, the same capabilities, on every
+//	    thread) and cannot be traced. It prints "@@PROCTOR NS <pid>" (the
+//	    init, as the container numbers it) before ARGV starts.
 //	warden remount [-ns PID] [-size MiB] [-user U] DIR...
 //	    replaces each DIR with a fresh empty tmpfs owned by U, in the mount
 //	    namespace of PID (a plugin warden) or else the caller's.
 //	warden kill NSINIT PGID
 //	    kills process group PGID as numbered inside the PID namespace whose
-//	    init is NSINIT.
+//	    init is NSINIT (0: the caller's namespace).
 //	warden put [-user U] DIR
 //	                    extracts a tar stream from stdin into DIR (with
 //	                    -user, as root: owned by U, modes exact)
@@ -79,7 +83,7 @@ func main() {
 	case "remount":
 		err = remount(args)
 	case "kill":
-		err = killGroup(args)
+		err = muxKill(strings.Join(args, " "))
 	case "put":
 		err = put(args)
 	case "get":

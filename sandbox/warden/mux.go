@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/proctor-dev/proctor/sandbox/mux"
 )
 
@@ -29,6 +31,11 @@ import (
 func serveMux(in io.Reader, out io.Writer) error {
 	if err := seal(); err != nil {
 		return err
+	}
+	// It holds every capability of the sandbox: nothing there may trace
+	// it or read its memory, whatever the caller's capabilities.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
 	}
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 	s := &muxServer{w: bufio.NewWriterSize(out, 64<<10), chans: map[uint32]*muxChan{}}

@@ -38,8 +38,8 @@ func plugin(args []string) error {
 		return err
 	}
 	for _, d := range f.private {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("private folder %s: %w", d, err)
+		if _, err := privateChain(d); err != nil {
+			return err
 		}
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
@@ -53,8 +53,14 @@ func plugin(args []string) error {
 			return err
 		}
 	}
-	// This thread holds the namespace for as long as the shell lives: a
-	// later `warden remount -ns TID` (as root) joins it.
+	// The shell runs the image's programs, the tests among them, which
+	// the agent may have replaced: it gets no CAP_SYS_ADMIN, and neither
+	// does this process, which stays root (and traceable by root) so that
+	// Seal's `warden remount -ns TID` may join the namespace this thread
+	// holds for as long as the shell lives.
+	if err := dropAdmin(); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stdout, "@@PROCTOR NS %d\n", unix.Gettid())
 	return run(f.argv, cred)
 }
@@ -222,6 +228,14 @@ func agent(args []string) error {
 	if err != nil {
 		return fmt.Errorf("start the agent's namespaces: %w (the sandbox needs CAP_SYS_ADMIN in its bounding set)", err)
 	}
+	// From here this process only waits, in the container's namespaces,
+	// where the plugin's shell (the image's programs) sees it: it keeps
+	// nothing it no longer needs, and cannot be traced.
+	if err := dropAdmin(); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		return err
+	}
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	fmt.Fprintf(os.Stdout, "@@PROCTOR NS %d\n", pid)
 	w.Write([]byte{1})
 	w.Close()
@@ -257,22 +271,25 @@ func agentInit(args []string) error {
 	runtime.LockOSThread()
 	// An init ignores what it does not handle; the agent can still end
 	// its own shell, never the init that keeps its services alive.
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	ignoreSignals()
 	cred, err := credential(f.user)
 	if err != nil {
 		return err
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
-	}
-	if err := seal(); err != nil {
+	if err := agentView(f.private); err != nil {
 		return err
 	}
-	if err := newProc(); err != nil {
-		return err
-	}
+	// The init is in the agent's reach (its PID 1): before the agent's
+	// first command it holds exactly what the agent's shell will, on
+	// every thread, and cannot be traced (not dumpable).
 	if err := dropAdmin(); err != nil {
 		return err
+	}
+	if err := become(cred); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
 	}
 	path, err := lookPath(f.argv[0])
 	if err != nil {
@@ -281,7 +298,6 @@ func agentInit(args []string) error {
 	shell, err := syscall.ForkExec(path, f.argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Credential: cred},
 	})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", f.argv[0], err)
@@ -303,29 +319,20 @@ func agentInit(args []string) error {
 	}
 }
 
-// dropAdmin removes CAP_SYS_ADMIN from the bounding, inheritable, permitted
-// and effective sets of this thread, for good: no exec can get it back.
-func dropAdmin() error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+// agentView makes the agent's mount namespace: its own mounts, the
+// warden's folder sealed, the private folders' paths pinned (pin) and a
+// /proc of its PID namespace.
+func agentView(private []string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(unix.CAP_SYS_ADMIN), 0, 0, 0); err != nil {
-		return fmt.Errorf("drop CAP_SYS_ADMIN from the bounding set: %w", err)
+	if err := seal(); err != nil {
+		return err
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
+	if err := pin(private); err != nil {
+		return err
 	}
-	bit := uint32(1) << (unix.CAP_SYS_ADMIN % 32)
-	i := unix.CAP_SYS_ADMIN / 32
-	data[i].Effective &^= bit
-	data[i].Permitted &^= bit
-	data[i].Inheritable &^= bit
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
-	}
-	return nil
+	return newProc()
 }
 
 // The /proc paths a container engine hides or makes read-only (Docker's
