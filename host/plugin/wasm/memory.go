@@ -1,7 +1,9 @@
 package wasm
 
 import (
-	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -13,10 +15,18 @@ import (
 // the pages back at once rather than at a later garbage collection. Where
 // the mapping is refused (a strict overcommit policy), the memory is a Go
 // slice as wazero would make it.
+//
+// The mappings are made and dropped with the bare system calls: the
+// standard library's syscall.Mmap and Munmap keep every mapping in one
+// table under one lock, held across munmap, and at a thousand rollouts in
+// flight every instance start, park and close queued behind it.
 var memoryAllocator = experimental.MemoryAllocatorFunc(func(capacity, max uint64) experimental.LinearMemory {
-	if b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_READ|syscall.PROT_WRITE,
-		syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_NORESERVE); err == nil {
-		return &mappedMemory{buf: b[:0]}
+	if max > 0 {
+		p, err := unix.MmapPtr(-1, 0, nil, uintptr(max), unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err == nil {
+			return &mappedMemory{buf: unsafe.Slice((*byte)(p), max)[:0]}
+		}
 	}
 	return &sliceMemory{buf: make([]byte, 0, capacity), max: max}
 })
@@ -34,7 +44,7 @@ func (m *mappedMemory) Reallocate(size uint64) []byte {
 
 func (m *mappedMemory) Free() {
 	if m.buf != nil {
-		syscall.Munmap(m.buf[:cap(m.buf)])
+		unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m.buf)), uintptr(cap(m.buf)))
 		m.buf = nil
 	}
 }
