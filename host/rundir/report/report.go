@@ -64,6 +64,8 @@ type RewardStat struct {
 	Mean   float64      `json:"mean"`
 	Errors int          `json:"errors"`
 	Usage  *agent.Usage `json:"usage,omitempty"`
+	// FirstError is the error of the first rollout it failed on.
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // rewardStats sums up the stacked rewards of recs.
@@ -85,6 +87,9 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 				st.Usage = &u
 			}
 			if rs.Error != "" {
+				if st.Errors == 0 {
+					st.FirstError = rs.Error
+				}
 				st.Errors++
 			} else {
 				scored[rs.Name] = append(scored[rs.Name], rs.Reward)
@@ -427,6 +432,9 @@ func writeText(w io.Writer, s Summary) error {
 			fmt.Fprintf(w, "; %d tokens in, %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens)
 		}
 		fmt.Fprintln(w)
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "           first error: %s\n", term.Line(shorten(r.FirstError, 300)))
+		}
 	}
 	if len(s.ErrorClasses) > 0 {
 		var parts []string
