@@ -87,7 +87,7 @@ bench: fixture-images plugins warden python-runtime ## run the benchmarks (media
 
 SCALE_COUNT ?= 3
 
-bench-scale: build ## one process, 10, 100 and 1,000 rollouts in flight: rollouts/s, peak RSS, phase medians
+bench-scale: build ## one process, 10, 100 and 1,000 rollouts in flight: CPU per rollout (proctor's, the machine's), peak RSS, phase p50 and p95
 	PROCTOR_BENCH_SCALE=1 $(GO) test -run '^$$' -bench Scale -benchtime 1x -count $(SCALE_COUNT) -timeout 60m ./bench/scale
 
 E2E_COUNT ?= 5

@@ -16,10 +16,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -96,6 +99,7 @@ const (
 type cli struct {
 	LogLevel   string `help:"Log level: debug, info, warn, error." default:"warn" enum:"debug,info,warn,error" name:"log-level"`
 	CPUProfile string `help:"Write a CPU profile (pprof) of the whole command to this file." name:"cpu-profile" type:"path" hidden:""`
+	Profiles   string `help:"Write block, mutex and heap profiles (pprof) of the whole command into this folder." name:"profiles" type:"path" hidden:""`
 
 	Eval    evalCmd    `cmd:"" help:"Run an evaluation described by a TOML config."`
 	Process processCmd `cmd:"" help:"Generate scored groups of rollouts for training (Atropos groups and SFT lines)."`
@@ -162,6 +166,14 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			return exitUsage
 		}
 		defer stopProfile()
+	}
+	if c.Profiles != "" {
+		stop, err := startProfiles(c.Profiles)
+		if err != nil {
+			printError(stderr, err)
+			return exitUsage
+		}
+		defer stop()
 	}
 
 	// Commands that run rollouts say what a Ctrl-C does to them.
@@ -251,6 +263,26 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startProfiles records blocking and lock contention from now on; the
+// returned function writes them, with the heap's profile, into dir.
+func startProfiles(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("profiles: %w", err)
+	}
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	runtime.SetMutexProfileFraction(10)
+	return func() {
+		for _, name := range []string{"block", "mutex", "heap"} {
+			f, err := os.Create(filepath.Join(dir, name+".pprof"))
+			if err != nil {
+				continue
+			}
+			pprof.Lookup(name).WriteTo(f, 0)
+			f.Close()
+		}
+	}, nil
 }
 
 func parseLevel(s string) slog.Level {

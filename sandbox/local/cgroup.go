@@ -40,7 +40,7 @@ var cgroups struct {
 // cgroupParent returns the folder new cgroups go in, or "".
 func cgroupParent() string {
 	cgroups.once.Do(func() {
-		dir, err := ownCgroup()
+		dir, err := OwnCgroup()
 		if err == nil {
 			err = syscall.Access(dir, 2 /* W_OK */)
 		}
@@ -65,10 +65,10 @@ func disableCgroups() {
 	cgroups.mu.Unlock()
 }
 
-// ownCgroup is the folder of this process's cgroup in the cgroup2
+// OwnCgroup is the folder of this process's cgroup in the cgroup2
 // hierarchy: its path from /proc/self/cgroup under the mount point of
 // cgroup2 from /proc/self/mountinfo.
-func ownCgroup() (string, error) {
+func OwnCgroup() (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err

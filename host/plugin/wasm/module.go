@@ -41,6 +41,18 @@ type moduleInfo struct {
 	// unparkable says why an instance's state is more than its memory
 	// and globals; "" when it is not.
 	unparkable string
+	// start is the linear memory an instance has before its start
+	// function runs, when the host gives it that memory itself (see
+	// startMemory); nil: the module keeps its data section and writes
+	// its segments on every instantiation.
+	start *startImage
+}
+
+// startImage is a module's memory before its start function: its
+// initial pages, zero but for its data segments.
+type startImage struct {
+	pages uint32
+	data  []segment
 }
 
 // Wasm binary section ids.
@@ -151,8 +163,17 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 	for _, g := range info.globals {
 		exps = append(exps, export{globalExport + strconv.Itoa(g), 0x03, uint64(g)})
 	}
+	info.start = startMemory(secs)
+	return rewrite(code[:8], secs, exps, instrumented, info, hasDataCount), info, nil
+}
+
+// rewrite writes the module again from its header and sections: no start
+// section nor debug sections, the host's globals and exports added, the
+// code instrumented, and its data merged, or left out when the host
+// writes the memory it starts with itself (info.start).
+func rewrite(header []byte, secs []section, exps []export, instrumented []byte, info moduleInfo, hasDataCount bool) []byte {
 	var out bytes.Buffer
-	out.Write(code[:8])
+	out.Write(header)
 	write := func(id byte, body []byte) {
 		out.WriteByte(id)
 		out.Write(uleb(uint64(len(body))))
@@ -166,7 +187,7 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 			hasGlobals = true
 		}
 		switch {
-		case s.id == secCustom && debugSection(body), s.id == secStart:
+		case s.id == secCustom && debugSection(body), s.id == secStart, s.id == secData && info.start != nil:
 			continue
 		case s.id == secGlobal:
 			body = addGlobals(body)
@@ -179,7 +200,7 @@ func prepare(code []byte) ([]byte, moduleInfo, error) {
 		}
 		write(s.id, body)
 	}
-	return out.Bytes(), info, nil
+	return out.Bytes()
 }
 
 // after reports whether a section of id comes after one of id other in a
@@ -429,26 +450,46 @@ type segment struct {
 // in does not matter), across gaps of zeros up to dataGap. Any other
 // section comes back as it was.
 func mergeData(body []byte) []byte {
+	merged, ok := readData(body)
+	if !ok {
+		return body
+	}
+	var out bytes.Buffer
+	out.Write(uleb(uint64(len(merged))))
+	for _, s := range merged {
+		out.Write([]byte{0x00, 0x41})
+		out.Write(sleb(int64(int32(s.off))))
+		out.WriteByte(0x0b)
+		out.Write(uleb(uint64(len(s.data))))
+		out.Write(s.data)
+	}
+	return out.Bytes()
+}
+
+// readData returns the segments of a data section merged as mergeData
+// merges them, in the order of their offsets; false when a segment is
+// not active in memory 0 at a constant offset, or overlaps another.
+func readData(body []byte) ([]segment, bool) {
 	r := &reader{b: body}
 	n := r.u32()
 	segs := make([]segment, 0, min(n, 1<<16))
 	for ; n > 0 && r.err == nil; n-- {
 		if r.u32() != 0 || r.byte() != 0x41 {
-			return body
+			return nil, false
 		}
 		off := uint32(r.s32())
 		if r.byte() != 0x0b {
-			return body
+			return nil, false
 		}
 		segs = append(segs, segment{off, r.bytes(int(r.u32()))})
 	}
 	if r.err != nil || r.i != len(r.b) {
-		return body
+		return nil, false
 	}
 	slices.SortStableFunc(segs, func(a, b segment) int { return cmp.Compare(a.off, b.off) })
 	for k := 1; k < len(segs); k++ {
 		if uint64(segs[k].off) < uint64(segs[k-1].off)+uint64(len(segs[k-1].data)) {
-			return body // overlapping: the later one wins, keep the order
+			return nil, false // overlapping: the later one wins, keep the order
 		}
 	}
 	var merged []segment
@@ -463,16 +504,52 @@ func mergeData(body []byte) []byte {
 		// module's own.
 		merged = append(merged, segment{s.off, bytes.Clone(s.data)})
 	}
-	var out bytes.Buffer
-	out.Write(uleb(uint64(len(merged))))
-	for _, s := range merged {
-		out.Write([]byte{0x00, 0x41})
-		out.Write(sleb(int64(int32(s.off))))
-		out.WriteByte(0x0b)
-		out.Write(uleb(uint64(len(s.data))))
-		out.Write(s.data)
+	return merged, true
+}
+
+// startMemory is the linear memory an instance of the module has before
+// its start function: its initial pages with the data segments written
+// in. The host maps it into each new instance copy-on-write (memory.go)
+// instead of letting every instantiation write the segments again: a Go
+// plugin's are 1.7 MB, and writing them was most of what starting an
+// instance cost. nil where the host cannot stand in for the module: no
+// memory, or a shared or 64-bit one; segments that are not all active at
+// constant offsets, or used by memory.init (a data count section); a
+// segment outside the initial pages, which the instantiation must refuse.
+func startMemory(secs []section) *startImage {
+	img := &startImage{}
+	for _, s := range secs {
+		switch s.id {
+		case secMemory:
+			r := &reader{b: s.body}
+			if r.u32() != 1 {
+				return nil
+			}
+			if flag := r.byte(); flag&^1 != 0 {
+				return nil
+			}
+			img.pages = r.u32()
+			if r.err != nil {
+				return nil
+			}
+		case secData:
+			var ok bool
+			if img.data, ok = readData(s.body); !ok {
+				return nil
+			}
+		case secDataCount:
+			return nil
+		}
 	}
-	return out.Bytes()
+	if img.pages == 0 || len(img.data) == 0 || img.pages > 65536 {
+		return nil
+	}
+	for _, d := range img.data {
+		if uint64(d.off)+uint64(len(d.data)) > uint64(img.pages)*pageSize {
+			return nil
+		}
+	}
+	return img
 }
 
 func uleb(v uint64) []byte {

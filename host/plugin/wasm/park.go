@@ -30,8 +30,12 @@ import (
 // parkBase is the memory every parked instance of a plugin is kept
 // relative to: an instance's right after it started.
 type parkBase struct {
-	mem  []byte    // the whole memory
-	runs *memImage // mem as it differs from a module's memory before its start function
+	img *image // the whole memory, which a parked instance is re-created on
+	mem []byte // img's bytes
+	// pages are the OS pages where mem differs from the memory before
+	// the start function: those an instance started from that memory
+	// changed, whether or not the kernel saw it write them.
+	pages []bool
 }
 
 // parkedState is what a parked instance keeps.
@@ -41,16 +45,29 @@ type parkedState struct {
 }
 
 // newParkBase takes the base from inst, an instance just started, and the
-// memory of the module before its start function from a module
-// instantiated without it.
+// memory of the module before its start function from the plugin's start
+// image, or else from a module instantiated without its start function.
 func (p *Plugin) newParkBase(ctx context.Context, inst *Instance) (*parkBase, error) {
-	raw, err := p.newModule(ctx, newInstanceEnv(p, 0, p.r.cfg.Log), false)
-	if err != nil {
-		return nil, err
+	mem := memBytes(inst.mod.Memory())
+	raw := []byte(nil)
+	if p.start != nil {
+		raw = p.start.view
+	} else {
+		m, _, err := p.newModule(ctx, newInstanceEnv(p, 0, p.r.cfg.Log), nil, false)
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close(ctx)
+		raw = memBytes(m.Memory())
 	}
-	defer raw.Close(ctx)
-	mem := bytes.Clone(memBytes(inst.mod.Memory()))
-	return &parkBase{mem: mem, runs: &memImage{pages: uint32(len(mem) / pageSize), runs: diffRuns(memBytes(raw.Memory()), mem)}}, nil
+	img := newImage(len(mem), []segment{{0, mem}})
+	base := &parkBase{img: img, mem: img.view[:len(mem)], pages: make([]bool, (len(mem)+osPage-1)/osPage)}
+	for _, run := range diffRuns(raw, mem) {
+		for q := int(run.off) / osPage; q <= (int(run.off)+len(run.data)-1)/osPage; q++ {
+			base.pages[q] = true
+		}
+	}
+	return base, nil
 }
 
 // Park lets go of the instance until its next call, when it can: it
@@ -72,7 +89,7 @@ func (i *Instance) park(ctx context.Context) bool {
 	if len(mem) < len(base.mem) {
 		return false // the base would give it more memory than it has
 	}
-	st := &parkedState{mem: &memImage{pages: uint32(len(mem) / pageSize), runs: diffRuns(base.mem, mem)}}
+	st := &parkedState{mem: &memImage{pages: uint32(len(mem) / pageSize), runs: i.changes(mem)}}
 	for _, idx := range i.p.info.globals {
 		g := i.mod.ExportedGlobal(globalExport + strconv.Itoa(idx))
 		if g == nil {
@@ -85,18 +102,47 @@ func (i *Instance) park(ctx context.Context) bool {
 	return true
 }
 
+// changes are the runs of bytes where mem, the instance's memory, differs
+// from the base. Where the memory maps an image, only the pages the
+// kernel says the instance wrote are compared (and, on the memory before
+// the start function, those its start changed): a park then costs what
+// the instance wrote, not the size of its memory.
+func (i *Instance) changes(mem []byte) []memRun {
+	base := i.p.base
+	if i.from == nil {
+		return diffRuns(base.mem, mem)
+	}
+	dirty, ok := dirtyPages(mem)
+	if !ok {
+		return diffRuns(base.mem, mem)
+	}
+	d := &differ{base: base.mem, cur: mem}
+	for q, w := range dirty {
+		if w || i.from != base.img && q < len(base.pages) && base.pages[q] {
+			d.scan(q*osPage, min((q+1)*osPage, len(mem)))
+		}
+	}
+	return d.done()
+}
+
 // unpark re-creates a parked instance. The caller holds i.mu.
 func (i *Instance) unpark(ctx context.Context) error {
-	mod, err := i.p.newModule(ctx, i.env, false)
+	base := i.p.base
+	mod, mapped, err := i.p.newModule(ctx, i.env, base.img, false)
 	if err != nil {
 		return err
 	}
 	st := i.parked
-	if err := i.p.base.runs.apply(mod.Memory()); err != nil {
-		mod.Close(ctx)
-		return err
+	mem := mod.Memory()
+	// The memory holds the base already, past the module's first pages
+	// too: growing it to the base's size shows it all.
+	if have, want := mem.Size()/pageSize, uint32(len(base.mem)/pageSize); have < want {
+		if _, ok := mem.Grow(want - have); !ok {
+			mod.Close(ctx)
+			return fmt.Errorf("grow memory to the %d MiB of the base: over the cap", want/16)
+		}
 	}
-	if err := st.mem.apply(mod.Memory()); err != nil {
+	if err := st.mem.apply(mem); err != nil {
 		mod.Close(ctx)
 		return err
 	}
@@ -109,6 +155,10 @@ func (i *Instance) unpark(ctx context.Context) error {
 		g.Set(st.globals[k])
 	}
 	i.mod, i.handle, i.parked = mod, mod.ExportedFunction(abi.HandleExport), nil
+	i.from = nil
+	if mapped {
+		i.from = base.img
+	}
 	i.p.r.wholeAdd()
 	return nil
 }
@@ -138,42 +188,64 @@ var zeroBlock [diffBlock]byte
 // past the end of base count as zero), each a copy, runs less than
 // imageGap apart joined into one.
 func diffRuns(base, cur []byte) []memRun {
-	var runs []memRun
-	start, last := -1, -1
-	mark := func(first, end int) { // bytes first..end differ
-		if start >= 0 && first-last > imageGap {
-			runs = append(runs, memRun{off: uint32(start), data: bytes.Clone(cur[start : last+1])})
-			start = -1
-		}
-		if start < 0 {
-			start = first
-		}
-		last = end
+	d := &differ{base: base, cur: cur}
+	d.scan(0, len(cur))
+	return d.done()
+}
+
+// differ collects the runs where cur differs from base, over the ranges
+// it is asked to scan, in increasing order.
+type differ struct {
+	base, cur   []byte
+	runs        []memRun
+	start, last int // the open run, when open
+	open        bool
+}
+
+// mark notes that bytes first..end differ.
+func (d *differ) mark(first, end int) {
+	if d.open && first-d.last > imageGap {
+		d.runs = append(d.runs, memRun{off: uint32(d.start), data: bytes.Clone(d.cur[d.start : d.last+1])})
+		d.open = false
 	}
-	for i := 0; i < len(cur); i += diffBlock {
-		j := min(i+diffBlock, len(cur))
-		if sameBlock(base, cur, i, j) {
+	if !d.open {
+		d.start, d.open = first, true
+	}
+	d.last = end
+}
+
+// scan compares cur[i:j] with base.
+func (d *differ) scan(i, j int) {
+	base, cur := d.base, d.cur
+	for ; i < j; i += diffBlock {
+		e := min(i+diffBlock, j)
+		if sameBlock(base, cur, i, e) {
 			continue
 		}
-		for k := i; k < j; k += 8 {
-			if k+8 > j { // a tail shorter than a word
-				for m := k; m < j; m++ {
+		for k := i; k < e; k += 8 {
+			if k+8 > e { // a tail shorter than a word
+				for m := k; m < e; m++ {
 					if cur[m] != at(base, m) {
-						mark(m, m)
+						d.mark(m, m)
 					}
 				}
 				break
 			}
 			x := binary.LittleEndian.Uint64(cur[k:]) ^ word(base, k)
 			if x != 0 {
-				mark(k+bits.TrailingZeros64(x)/8, k+7-bits.LeadingZeros64(x)/8)
+				d.mark(k+bits.TrailingZeros64(x)/8, k+7-bits.LeadingZeros64(x)/8)
 			}
 		}
 	}
-	if start >= 0 {
-		runs = append(runs, memRun{off: uint32(start), data: bytes.Clone(cur[start : last+1])})
+}
+
+// done closes the open run and returns them all.
+func (d *differ) done() []memRun {
+	if d.open {
+		d.runs = append(d.runs, memRun{off: uint32(d.start), data: bytes.Clone(d.cur[d.start : d.last+1])})
+		d.open = false
 	}
-	return runs
+	return d.runs
 }
 
 // at is base[k], or zero past its end.

@@ -201,6 +201,7 @@ type Plugin struct {
 	compiled wazero.CompiledModule
 	files    *filesFS  // the plugin's own read-only files; nil when it has none
 	image    *memImage // the memory every instance starts from; nil: a fresh one
+	start    *image    // the memory before the start function; nil: the module writes its data
 	info     moduleInfo
 	base     *parkBase // nil: instances cannot be parked
 	manifest abi.Manifest
@@ -255,9 +256,13 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, perr(ErrABI, err)
 	}
 	p.compiled = compiled
+	if st := p.info.start; st != nil {
+		p.start = newImage(int(st.pages)*pageSize, st.data)
+		p.info.start = nil // its bytes are in the image now
+	}
 	inst, err := p.instantiate(ctx, InstanceConfig{}, nil, false)
 	if err != nil {
-		compiled.Close(ctx)
+		p.Close(ctx)
 		return nil, err
 	}
 	defer inst.Close(ctx)
@@ -270,16 +275,16 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		r.cfg.Log.Debug("plugin instances stay whole while they wait", "plugin", name, "reason", p.info.unparkable)
 	}
 	if err := inst.Call(ctx, abi.HookDescribe, abi.Empty{}, &p.manifest); err != nil {
-		compiled.Close(ctx)
+		p.Close(ctx)
 		return nil, err
 	}
 	if p.manifest.ABI != abi.Version {
-		compiled.Close(ctx)
+		p.Close(ctx)
 		return nil, perr(ErrABI, fmt.Errorf("describe says ABI v%d; rebuild the plugin against sdk v%d", p.manifest.ABI, abi.Version))
 	}
 	for _, c := range p.manifest.Capabilities {
 		if !knownOp(c) {
-			compiled.Close(ctx)
+			p.Close(ctx)
 			return nil, perr(ErrDenied, fmt.Errorf("declares capability %q, which this proctor (ABI v%d.%d) does not have%s", c, abi.Version, abi.Minor, newer(p.manifest)))
 		}
 	}
@@ -377,8 +382,15 @@ func (p *Plugin) Grant(grants []string) error {
 	return nil
 }
 
-// Close releases the compiled module.
-func (p *Plugin) Close(ctx context.Context) error { return p.compiled.Close(ctx) }
+// Close releases the compiled module and the images its instances start
+// from.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.start.close()
+	if p.base != nil {
+		p.base.img.close()
+	}
+	return p.compiled.Close(ctx)
+}
 
 // Op is a host operation bound to one rollout: it gets the JSON request and
 // returns the JSON response. An *OpError chooses the status.
@@ -409,6 +421,7 @@ type Instance struct {
 	p      *Plugin
 	env    *instanceEnv
 	mod    api.Module // nil while parked
+	from   *image     // the image mod's memory maps; nil: a copy, or a memory of its own
 	handle api.Function
 	ops    map[string]Op
 	log    *slog.Logger
@@ -458,10 +471,12 @@ func (e *instanceEnv) filesOpen() bool {
 	return e.files != nil && e.files.open.Load() != 0
 }
 
-// newModule instantiates the plugin's module on env, running its start
-// functions (the start section's, then _initialize) when start is set,
-// within the hook timeout.
-func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (api.Module, error) {
+// newModule instantiates the plugin's module on env, its memory starting
+// as img (nil: as the module writes it), running its start functions (the
+// start section's, then _initialize) when start is set, within the hook
+// timeout. mapped says whether the memory maps img, so that the kernel
+// tells which of its pages the instance writes.
+func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, img *image, start bool) (mod api.Module, mapped bool, err error) {
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions().
@@ -477,9 +492,13 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 	if env.files != nil {
 		mc = mc.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(env.files, "/"))
 	}
-	mod, err := p.r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, memoryAllocator), p.compiled, mc)
+	var alloc experimental.MemoryAllocator = memoryAllocator
+	if img != nil {
+		alloc = img.allocator(&mapped)
+	}
+	mod, err = p.r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), p.compiled, mc)
 	if err != nil || !start {
-		return mod, err
+		return mod, mapped, err
 	}
 	sctx, cancel := context.WithTimeout(ctx, p.r.cfg.HookTimeout)
 	defer cancel()
@@ -493,12 +512,12 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 		if err != nil {
 			mod.Close(ctx)
 			if sctx.Err() != nil {
-				return nil, fmt.Errorf("%s: no answer within %s (%s): %w", name, p.r.cfg.HookTimeout, p.r.cfg.HookTimeoutName, sctx.Err())
+				return nil, false, fmt.Errorf("%s: no answer within %s (%s): %w", name, p.r.cfg.HookTimeout, p.r.cfg.HookTimeoutName, sctx.Err())
 			}
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, false, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return mod, nil
+	return mod, mapped, nil
 }
 
 // interruptible runs f, which runs the module's code, until it returns or
@@ -612,7 +631,7 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 	if cfg.clock != 0 {
 		env.clock = &stepClock{now: cfg.clock}
 	}
-	mod, err := p.newModule(ctx, env, true)
+	mod, mapped, err := p.newModule(ctx, env, p.start, true)
 	if err != nil {
 		kind := ErrTrap
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -627,7 +646,11 @@ func (p *Plugin) instantiate(ctx context.Context, cfg InstanceConfig, allowed ma
 		}
 	}
 	p.r.wholeAdd()
-	return &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}, nil
+	inst := &Instance{p: p, env: env, mod: mod, handle: mod.ExportedFunction(abi.HandleExport), ops: ops, log: log}
+	if mapped {
+		inst.from = p.start
+	}
+	return inst, nil
 }
 
 // Close discards the instance.
@@ -648,7 +671,7 @@ func (i *Instance) dropModule(ctx context.Context) error {
 		return nil
 	}
 	err := i.mod.Close(context.WithoutCancel(ctx))
-	i.mod, i.handle = nil, nil
+	i.mod, i.handle, i.from = nil, nil, nil
 	i.p.r.whole.Add(-1)
 	return err
 }
