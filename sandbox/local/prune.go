@@ -191,10 +191,16 @@ type scan struct {
 type scanner struct {
 	markers [][]byte // the marker of each root, as it reads in an environ file
 	self    int
+	// cleared: processes once read outside an exec without a marker. An
+	// exec does not give one the marker (only a process that knows the
+	// sandbox's folder would pass it on), so meeting it in an exec later
+	// leaves no doubt: other processes of a busy host that exec without
+	// end do not hold a prune up.
+	cleared map[proc]bool
 }
 
 func newScanner(roots []string) *scanner {
-	sc := &scanner{self: os.Getpid()}
+	sc := &scanner{self: os.Getpid(), cleared: map[proc]bool{}}
 	for _, root := range roots {
 		sc.markers = append(sc.markers, []byte("\x00"+markerVar+"="+root+"\x00"))
 	}
@@ -227,7 +233,9 @@ func (sc *scanner) scan(found map[proc]int) (scan, error) {
 		switch {
 		case root >= 0:
 			s.ours[st.proc] = root
-		case unsure:
+		case !unsure:
+			sc.cleared[st.proc] = true
+		case !sc.cleared[st.proc]:
 			s.unsure = append(s.unsure, pid)
 		}
 	}
