@@ -56,6 +56,7 @@ type tokenAgent struct {
 	gate    func(scheduler.AgentInput) chan struct{} // when set, what each rollout waits for instead of hold (nil: nothing)
 	started atomic.Int32
 	noIDs   bool
+	noModel bool // no assistant message: what the oracle and nop agents record
 }
 
 func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
@@ -89,6 +90,9 @@ func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (schedule
 	}
 	tr := agent.Trajectory{Agent: "llm", Messages: []agent.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: in.Prompt},
 		{Role: "assistant", Content: "done"}}, Turns: []agent.Turn{turn}, StopReason: agent.StopDone}
+	if a.noModel {
+		tr.Messages, tr.Turns = tr.Messages[:2], nil
+	}
 	return scheduler.AgentOutput{Turns: 1, Transcript: agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Prompt: in.Prompt, Trajectory: &tr}}, nil
 }
 
@@ -114,7 +118,14 @@ type harness struct {
 	mu    sync.Mutex
 	notes []string
 	opts  Options
-	srv   *Serve // the last one serve started
+	s     *Serve // the last serve started
+}
+
+// running is the last serve started, if any.
+func (h *harness) running() *Serve {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.s
 }
 
 func newHarness(t testing.TB, ntasks int, extra string) *harness {
@@ -155,7 +166,7 @@ func (h *harness) serve(ctx context.Context) (*run.Result, error) {
 	}
 	s := New(c, opts)
 	h.mu.Lock()
-	h.srv = s
+	h.s = s
 	h.mu.Unlock()
 	r, err := run.Open(c, run.WithDir(h.dir), run.WithDriver(s))
 	if err != nil {
@@ -163,6 +174,14 @@ func (h *harness) serve(ctx context.Context) (*run.Result, error) {
 	}
 	defer r.Close()
 	return r.Execute(ctx, h.parts())
+}
+
+// background serves until ctx ends or serving stops; the channel gets
+// its error.
+func (h *harness) background(ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	go func() { _, err := h.serve(ctx); done <- err }()
+	return done
 }
 
 func (h *harness) said(sub string) bool {
@@ -240,9 +259,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // admitted is how many groups serve has admitted.
 func (h *harness) admitted() int {
-	h.mu.Lock()
-	s := h.srv
-	h.mu.Unlock()
+	s := h.running()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.known)
@@ -409,7 +426,7 @@ func TestAPIRestart(t *testing.T) {
 	t.Logf("notes: %v", h.notes)
 	cancel()
 	tw.Wait()
-	if !h.said("no longer knows this environment") {
+	if !h.said("no longer knows env 0") {
 		t.Errorf("no re-registration noted: %v", h.notes)
 	}
 	got := h.noDuplicates()
