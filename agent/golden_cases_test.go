@@ -85,7 +85,7 @@ func TestGoldenTerminal(t *testing.T) {
 // background branch of tools/terminal_tool.py.
 func TestGoldenProcess(t *testing.T) {
 	waitLog := func(id, text string) goldenStep {
-		return sh(`for i in $(seq 200); do grep -q '` + text + `' /tmp/hermes_bg_` + id + `.log 2>/dev/null && exit 0; sleep 0.05; done; exit 1`)
+		return sh(`until grep -q '` + text + `' /tmp/hermes_bg_` + id + `.log 2>/dev/null; do sleep 0.05; done`)
 	}
 	runGolden(t, "process", ToolOptions{CommandTimeout: 5}, []goldenStep{
 		call("process", `{"action": "list"}`),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/docker"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
@@ -78,7 +79,7 @@ func runGolden(t *testing.T, name string, o ToolOptions, steps []goldenStep) {
 	var b strings.Builder
 	for i, st := range steps {
 		if st.sh != "" {
-			r, err := sb.Exec(ctx, st.sh, sandbox.ExecOptions{Timeout: 60 * time.Second})
+			r, err := sb.Exec(ctx, st.sh, sandbox.ExecOptions{Timeout: time.Until(poll.Deadline(t))})
 			if err != nil || r.ExitCode != 0 {
 				t.Fatalf("step %d: %s: %+v %v", i, st.sh, r, err)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,9 +12,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -33,15 +34,9 @@ func TestKillAndResume(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill once some rollouts are recorded and others are in flight.
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		if n := countLines(filepath.Join(out, "results.jsonl")); n >= 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	// Kill once some rollouts are recorded and others are in flight (3
+	// at once, each 2 s long).
+	poll.Until(t, "2 rollouts recorded", func() bool { return countLines(filepath.Join(out, "results.jsonl")) >= 2 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	before := countLines(filepath.Join(out, "results.jsonl"))
@@ -149,19 +144,29 @@ tasks = [%s]
 	return path
 }
 
-// waitRunning waits up to a minute for the run writing to out to have n
-// containers or more, and returns its run id ("" if it never did). At
+// waitRunning waits for the run that cmd writes to out to have n
+// containers or more, and returns its run id; "" when cmd ended first. At
 // least, not exactly: the sandbox started ahead for the next rollout may
 // come up before a poll sees the first n alone, and then the run has
 // exactly n again only once rollouts end.
-func waitRunning(t *testing.T, out string, n int) string {
+func waitRunning(t *testing.T, cmd *exec.Cmd, out string, n int) string {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if id := runIDOf(out); id != "" && containers(t, id) >= n {
-			return id
+	var id string
+	poll.Until(t, fmt.Sprintf("the run's first %d containers", n), func() bool {
+		if id = runIDOf(out); id != "" && containers(t, id) >= n {
+			return true
 		}
-	}
-	return ""
+		id = ""
+		return ended(cmd)
+	})
+	return id
+}
+
+// ended reports whether cmd's process has exited (a zombie until Wait).
+func ended(cmd *exec.Cmd) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }
 
 // runIDOf is the run id in the manifest of the run directory out, "" when
@@ -191,18 +196,14 @@ func containers(t testing.TB, runID string) int {
 	return len(strings.Fields(string(out)))
 }
 
-// waitContainers waits (a while) until the run has n containers: those
-// of its running rollouts and those started ahead for the next.
+// waitContainers waits until the run has n running containers: those of
+// its running rollouts and those started ahead for the next.
 func waitContainers(t *testing.T, runID string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for containers(t, runID) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the run never had %d containers (running and started ahead)", n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	poll.Until(t, fmt.Sprintf("%d running containers (running and started ahead)", n), func() bool {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "status=running", "--filter", "label=proctor.run="+runID).Output()
+		return err == nil && len(strings.Fields(string(out))) >= n
+	})
 }
 
 // TestInterrupt sends Ctrl-C (SIGINT) mid-run: proctor stops starting
@@ -215,7 +216,7 @@ func TestInterrupt(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	replayRun(t, dir, 3, "sleep 30", "concurrency = 2")
+	replayRun(t, dir, 3, "sleep 600", "concurrency = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	var stderr strings.Builder
@@ -225,7 +226,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	// Interrupt once both running rollouts are in their agent phase and
 	// the third one's sandbox waits, started ahead.
-	runID := waitRunning(t, out, 2)
+	runID := waitRunning(t, cmd, out, 2)
 	if runID == "" {
 		cmd.Process.Kill()
 		t.Fatalf("rollouts never started:\n%s", stderr.String())
@@ -287,7 +288,7 @@ func TestSecondInterrupt(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	replayRun(t, dir, 3, "sleep 30", "concurrency = 2")
+	replayRun(t, dir, 3, "sleep 600", "concurrency = 2")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "eval", filepath.Join(dir, "run.toml"), "--out", out)
 	pipe, _ := cmd.StderrPipe()
@@ -309,7 +310,7 @@ func TestSecondInterrupt(t *testing.T) {
 			}
 		}
 	}()
-	runID := waitRunning(t, out, 2)
+	runID := waitRunning(t, cmd, out, 2)
 	if runID == "" {
 		cmd.Process.Kill()
 		t.Fatal("rollouts never started")

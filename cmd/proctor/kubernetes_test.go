@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/proctor-dev/proctor/host/config"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -54,12 +54,7 @@ func TestKubernetesKillAndResume(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if countLines(filepath.Join(out, "results.jsonl")) >= 1 {
-			break
-		}
-	}
-	time.Sleep(500 * time.Millisecond)
+	poll.Until(t, "a rollout recorded", func() bool { return countLines(filepath.Join(out, "results.jsonl")) >= 1 || ended(cmd) })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	before := countLines(filepath.Join(out, "results.jsonl"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/internal/poll"
 )
 
 // lockRun writes dir/run.toml: n tasks of the example plugin on the local
@@ -58,7 +59,10 @@ func TestSecondEvalIsRefused(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := buildProctor(t)
-	cfg := lockRun(t, dir, 3, "sleep 3; printf x > answer.txt")
+	// The first eval's rollouts wait for the test to let them finish, so
+	// that it holds the lock while the second eval and the report run.
+	release := filepath.Join(dir, "release")
+	cfg := lockRun(t, dir, 3, "until [ -e "+release+" ]; do sleep 0.05; done; printf x > answer.txt")
 	out := filepath.Join(dir, "out")
 
 	first := exec.Command(bin, "eval", cfg, "--out", out)
@@ -68,7 +72,7 @@ func TestSecondEvalIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Process.Kill()
-	waitFor(t, func() bool { _, ok := rundir.Writer(out); return ok }, "the first eval's lock")
+	poll.Until(t, "the first eval's lock", func() bool { _, ok := rundir.Writer(out); return ok })
 
 	second := exec.Command(bin, "eval", cfg, "--out", out)
 	b, err := second.CombinedOutput()
@@ -92,6 +96,9 @@ func TestSecondEvalIsRefused(t *testing.T) {
 		t.Errorf("report during the run: %v\n%s", err, b)
 	}
 
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := first.Wait(); err != nil {
 		t.Fatalf("first eval: %v\n%s", err, firstErr.String())
 	}
@@ -141,15 +148,4 @@ func checkResults(t *testing.T, dir string, n int) {
 	if len(seen) != n {
 		t.Errorf("%d rollouts recorded, want %d", len(seen), n)
 	}
-}
-
-// waitFor waits up to a minute for cond.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/export"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -347,12 +347,9 @@ func TestKillProcessAndResume(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
 	// The replay agent records no token ids: every group goes to
 	// groups.messages.jsonl.
-	for time.Now().Before(deadline) && countLines(filepath.Join(out, rundir.MessagesFile)) < 1 {
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, "a group written", func() bool { return countLines(filepath.Join(out, rundir.MessagesFile)) >= 1 || ended(cmd) })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if n := countLines(filepath.Join(out, rundir.MessagesFile)); n == 0 || n >= 6 {

@@ -19,6 +19,7 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/export"
 	"github.com/proctor-dev/proctor/host/serve/atropos/atropostest"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
@@ -234,10 +235,8 @@ func TestServeKillAndResume(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && len(api.Taken()) < 2; {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(700 * time.Millisecond) // into the next group
+	// Killed once 2 groups are sent, while the third runs.
+	poll.Until(t, "2 groups sent", func() bool { return len(api.Taken()) >= 2 || ended(cmd) })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	before := len(api.Taken())

@@ -12,6 +12,7 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -62,7 +63,8 @@ func tasksNamed(n int, prefix string) []scheduler.Task {
 func TestPrestartStartsAhead(t *testing.T) {
 	be := &startLog{delay: 40 * time.Millisecond}
 	var open atomic.Int32
-	r, _ := schedulertest.NewRunner(t, schedulertest.Env{Open: &open}, be, &schedulertest.Agent{},
+	ag := &aheadAgent{t: t, be: be, ahead: 2, total: 8}
+	r, _ := schedulertest.NewRunner(t, schedulertest.Env{Open: &open}, be, ag,
 		scheduler.Config{RunID: "r", Concurrency: 2, StartConcurrency: 4, Prestart: 2})
 	tasks := tasksNamed(8, "t")
 	st, err := r.Run(context.Background(), tasks)
@@ -84,9 +86,9 @@ func TestPrestartStartsAhead(t *testing.T) {
 			}
 		}
 	}
-	// The first rollouts may start their own; the later ones find theirs.
-	if before < 3 {
-		t.Errorf("%d of 8 rollouts had their sandbox started before them, want most", before)
+	// The first two start their own; the later ones find theirs.
+	if before < 6 {
+		t.Errorf("%d of 8 rollouts had their sandbox started before them, want all but the first 2", before)
 	}
 	if be.Started() != 8 || !be.AllClosed() || open.Load() != 0 {
 		t.Errorf("%d sandboxes started (want 8), all closed %v, %d plugin instances open", be.Started(), be.AllClosed(), open.Load())
@@ -96,6 +98,24 @@ func TestPrestartStartsAhead(t *testing.T) {
 			t.Errorf("a sandbox started ahead lacks the run's labels: %v", spec.Labels)
 		}
 	}
+}
+
+// aheadAgent is schedulertest's agent taking its time as a real one does:
+// the k-th rollout's agent returns only once the pool has started the
+// sandboxes of the next rollouts it may (k + ahead), however slowly the
+// machine runs the pool's goroutines.
+type aheadAgent struct {
+	schedulertest.Agent
+	t            *testing.T
+	be           *startLog
+	ahead, total int
+	n            atomic.Int32
+}
+
+func (a *aheadAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
+	want := min(a.total, int(a.n.Add(1))+a.ahead)
+	poll.Until(a.t, fmt.Sprintf("%d sandboxes started", want), func() bool { return a.be.Started() >= want })
+	return a.Agent.Run(ctx, in)
 }
 
 // changingEnv gives every plugin instance its own spec, as a plugin whose
@@ -153,7 +173,10 @@ func TestPrestartInterruptClosesMembers(t *testing.T) {
 	r, _ := schedulertest.NewRunner(t, schedulertest.Env{Open: &open}, be, &schedulertest.Agent{},
 		scheduler.Config{RunID: "r", Concurrency: 2, StartConcurrency: 4, Prestart: 4})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(150*time.Millisecond, cancel)
+	go func() { // Ctrl-C once the pool holds sandboxes besides the 2 running
+		poll.Until(t, "4 sandboxes started", func() bool { return be.Started() >= 4 })
+		cancel()
+	}()
 	st, err := r.Run(ctx, tasksNamed(6, "slow"))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +258,8 @@ type groupBarrier struct {
 	mu      sync.Mutex
 	waiting map[string]int
 	arrived map[string]chan struct{}
-	apart   []string // rollouts whose start went ahead without their group
+	apart   []string  // rollouts whose start went ahead without their group
+	giveUp  time.Time // when a start stops waiting for its group (the test's deadline)
 }
 
 func (b *groupBarrier) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -255,7 +279,7 @@ func (b *groupBarrier) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	b.mu.Unlock()
 	select {
 	case <-all:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Until(b.giveUp)):
 		b.mu.Lock()
 		b.apart = append(b.apart, spec.Labels[sandbox.LabelRollout])
 		b.mu.Unlock()
@@ -266,7 +290,7 @@ func (b *groupBarrier) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 // TestPrestartGroupsStartTogether: in a process run the sandboxes of a
 // group are started ahead together: each group's starts all run at once.
 func TestPrestartGroupsStartTogether(t *testing.T) {
-	be := &groupBarrier{size: 4}
+	be := &groupBarrier{size: 4, giveUp: poll.Deadline(t)}
 	r, _ := schedulertest.NewRunner(t, schedulertest.Env{}, be, &schedulertest.Agent{},
 		scheduler.Config{RunID: "r", Concurrency: 1, StartConcurrency: 8, Attempts: 4, GroupSize: 4, Prestart: 4})
 	if _, err := r.Run(context.Background(), tasksNamed(3, "g")); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/proctor-dev/proctor/host/scheduler/schedulertest"
 	"github.com/proctor-dev/proctor/host/serve/atropos"
 	"github.com/proctor-dev/proctor/host/serve/atropos/atropostest"
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -137,7 +138,11 @@ func (h *harness) config() *config.Config {
 	if !strings.Contains(extra, "max_groups") {
 		extra = "max_groups = 4\n" + extra
 	}
-	text := fmt.Sprintf("[run]\nconcurrency = 8\nprogress_interval = \"1h\"\n[agent]\nkind = \"nop\"\n[env]\nplugin = \"fake.wasm\"\n[process]\ngroup_size = 2\n[serve]\napi = %q\ndrain_timeout = \"5s\"\n%s", h.api.URL(), extra)
+	if !strings.Contains(extra, "drain_timeout") {
+		// Long enough that no busy machine cuts a send short.
+		extra = "drain_timeout = \"5m\"\n" + extra
+	}
+	text := fmt.Sprintf("[run]\nconcurrency = 8\nprogress_interval = \"1h\"\n[agent]\nkind = \"nop\"\n[env]\nplugin = \"fake.wasm\"\n[process]\ngroup_size = 2\n[serve]\napi = %q\n%s", h.api.URL(), extra)
 	c, err := config.Parse([]byte(text), filepath.Join(h.t.TempDir(), "rl.toml"), h.sets)
 	if err != nil {
 		h.t.Fatal(err)
@@ -249,13 +254,33 @@ func (h *harness) index() map[key]entry {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	poll.Until(t, what, cond)
+}
+
+// admitted is how many groups serve has admitted.
+func (h *harness) admitted() int {
+	s := h.running()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.known)
+}
+
+// polls waits until serve has read the API's status n more times: each
+// poll admits what it may before the next poll asks, so after n polls
+// serve has decided n-1 times what to admit.
+func (h *harness) polls(t *testing.T, n int) {
+	t.Helper()
+	count := func() int {
+		c := 0
+		for _, r := range h.api.Requests() {
+			if r.Path == "/status-env" {
+				c++
+			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		return c
 	}
+	want := count() + n
+	waitFor(t, fmt.Sprintf("%d polls of the status", n), func() bool { return count() >= want })
 }
 
 // TestServeUntilTrainerDone: serve registers while the trainer has not
@@ -265,7 +290,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // serve.jsonl as sent, once, and the manifest sums them up.
 func TestServeUntilTrainerDone(t *testing.T) {
 	h := newHarness(t, 3, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	tr := h.api.Trainer()
 	if _, err := tr.Register(atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 3}); err != nil {
@@ -354,9 +379,9 @@ func TestThrottle(t *testing.T) {
 	go func() { _, err := h.serve(ctx); done <- err }()
 	// 2 batches of 4 sequences: 4 groups of 2.
 	waitFor(t, "the queue to fill", func() bool { return h.api.QueuedSequences() >= 8 })
-	time.Sleep(300 * time.Millisecond) // many polls: nothing more may start
-	if n, started := h.api.QueuedSequences(), h.agent.started.Load(); n != 8 || started != 8 {
-		t.Fatalf("stalled trainer: %d sequences queued, %d rollouts started; want 8 and 8", n, started)
+	h.polls(t, 20) // nothing more may be admitted
+	if n, admitted := h.api.QueuedSequences(), h.admitted(); n != 8 || admitted != 4 {
+		t.Fatalf("stalled trainer: %d sequences queued, %d groups admitted; want 8 and 4", n, admitted)
 	}
 	// The API cuts every batch it can at once (server.py get_batch): the
 	// trainer's first call takes both, the queue empties, and serve
@@ -365,9 +390,9 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("batch: %v %v, step %d", b, err, h.api.Step())
 	}
 	waitFor(t, "serve to refill the queue", func() bool { return h.api.QueuedSequences() == 8 && h.agent.started.Load() == 16 })
-	time.Sleep(200 * time.Millisecond)
-	if n := h.agent.started.Load(); n != 16 {
-		t.Fatalf("%d rollouts started after the queue was refilled, want 16", n)
+	h.polls(t, 20)
+	if n := h.admitted(); n != 8 {
+		t.Fatalf("%d groups admitted after the queue was refilled, want 8", n)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -382,7 +407,7 @@ func TestThrottle(t *testing.T) {
 // one API's life.
 func TestAPIRestart(t *testing.T) {
 	h := newHarness(t, 4, "epochs = 2\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	h.agent.hold = make(chan struct{})
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 20*time.Millisecond)
@@ -391,7 +416,7 @@ func TestAPIRestart(t *testing.T) {
 	waitFor(t, "rollouts to start", func() bool { return h.agent.started.Load() >= 4 })
 	h.api.Down()
 	close(h.agent.hold) // the groups finish while the API is away
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the 4 groups to finish", func() bool { recs, _ := rundir.Read(h.dir); return len(recs) >= 8 })
 	if err := h.api.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +449,7 @@ func TestAPIRestart(t *testing.T) {
 // second POST.
 func TestLostAnswer(t *testing.T) {
 	h := newHarness(t, 2, "epochs = 1\nmax_groups = 1\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	h.api.Inject(atropostest.Fault{Path: "/scored_data", Lost: true})
 	h.api.Inject(atropostest.Fault{Path: "/latest_example", Status: 503})
@@ -453,7 +478,7 @@ func TestLostAnswer(t *testing.T) {
 // an error naming the endpoint.
 func TestRefusals(t *testing.T) {
 	h := newHarness(t, 2, "epochs = 1\nmax_groups = 1\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	h.api.Inject(atropostest.Fault{Path: "/scored_data", Status: 422, Body: `{"detail": [{"loc": ["body", "tokens"], "msg": "bad"}]}`})
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
@@ -495,7 +520,7 @@ func TestBadAnswers(t *testing.T) {
 		{atropostest.Fault{Path: "/status-env", Status: 200, Body: `[1, 2]`}, `GET /status-env: malformed answer`},
 	} {
 		h := newHarness(t, 1, "")
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := poll.Context(t)
 		h.api.Inject(tc.fault)
 		tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
 		_, err := h.serve(ctx)
@@ -507,7 +532,7 @@ func TestBadAnswers(t *testing.T) {
 	}
 	// A group larger than the trainer's batch cannot be served.
 	h := newHarness(t, 1, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 1, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
 	if _, err := h.serve(ctx); !fault.IsUsage(err) || !strings.Contains(err.Error(), "larger than the trainer's batch_size 1") {
@@ -532,7 +557,7 @@ func TestInterrupt(t *testing.T) {
 			waitFor(t, "4 rollouts running", func() bool { return h.agent.started.Load() == 4 })
 			interrupt()
 			if mode == "finish" {
-				time.Sleep(100 * time.Millisecond)
+				waitFor(t, "serve to take the interrupt", func() bool { return h.said("interrupted: finishing") })
 				close(h.agent.hold)
 			}
 			res := <-done
@@ -570,7 +595,8 @@ func TestInterrupt(t *testing.T) {
 // the API fails to answer) instead of posting it again, posts t1's, and
 // runs only t2's missing rollout.
 func TestRestartServe(t *testing.T) {
-	h := newHarness(t, 3, "epochs = 1\nmax_groups = 3\n")
+	// The first start stops with the API away: its drain gives up at once.
+	h := newHarness(t, 3, "epochs = 1\nmax_groups = 3\ndrain_timeout = \"1ms\"\n")
 	t1, t2 := make(chan struct{}), make(chan struct{})
 	h.agent.gate = func(in scheduler.AgentInput) chan struct{} {
 		switch {
@@ -581,7 +607,7 @@ func TestRestartServe(t *testing.T) {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
 	first, interrupt := context.WithCancel(ctx)
@@ -675,7 +701,7 @@ func readLines(t *testing.T, path string) []string {
 func TestGroupSizeGuard(t *testing.T) {
 	h := newHarness(t, 1, "")
 	h.agent.hold = make(chan struct{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 1000}, 10*time.Millisecond)
 	first, interrupt := context.WithCancel(ctx)
@@ -721,7 +747,7 @@ func TestFilters(t *testing.T) {
 				h.sets = []string{tc.extra}
 			}
 			h.agent.noIDs = tc.noIDs
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := poll.Context(t)
 			defer cancel()
 			tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: tc.maxTok, NumSteps: 1000}, 10*time.Millisecond)
 			if _, err := h.serve(ctx); err != nil {
@@ -802,7 +828,7 @@ func TestEvaluation(t *testing.T) {
 	evalAgent := &tokenAgent{}
 	h.opts.EvalParts = &run.Parts{Backend: &schedulertest.Backend{}, Env: fakeEnv{tasks: []scheduler.Task{{ID: "e0"}, {ID: "e1"}, {ID: "e2"}}},
 		Agent: slowAgent{evalAgent, 100 * time.Millisecond}, EnvInfo: rundir.PluginInfo{Name: "fake", SHA256: "00"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	tw := h.trainer(ctx, atropostest.TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 4}, 10*time.Millisecond)
 	if _, err := h.serve(ctx); err != nil {

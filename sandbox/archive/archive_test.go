@@ -14,7 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/proctor-dev/proctor/internal/poll"
 )
 
 type entry struct {
@@ -308,7 +309,7 @@ func TestPack(t *testing.T) {
 }
 
 // within runs f and fails the test when it errs, or when it has not
-// returned after 20 s: it waits on a FIFO.
+// returned by the test's deadline: it waits on a FIFO.
 func within(t *testing.T, what string, f func() error) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -318,7 +319,7 @@ func within(t *testing.T, what string, f func() error) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-poll.After(t):
 		t.Fatalf("%s waits on the FIFO", what)
 	}
 }

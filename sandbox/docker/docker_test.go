@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
@@ -410,10 +411,11 @@ func TestDiskLimit(t *testing.T) {
 		}
 		return
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for err == nil && time.Now().Before(deadline) {
-		time.Sleep(500 * time.Millisecond)
-		_, err = agent.Exec(ctx, "true", sandbox.ExecOptions{})
+	if err == nil {
+		poll.Until(t, "the watchdog to stop the agent", func() bool {
+			_, err = agent.Exec(ctx, "true", sandbox.ExecOptions{})
+			return err != nil
+		})
 	}
 	if !errors.Is(err, sandbox.ErrLimit) {
 		t.Fatalf("the agent went on past its disk limit: %v", err)
@@ -657,13 +659,9 @@ func TestEndsWithItsConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 		sb.conn.Close()
-		deadline := time.Now().Add(time.Minute)
-		for sb.running(context.Background()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("isolated %v: the container still runs a minute after its connection dropped", isolate)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		poll.Until(t, fmt.Sprintf("isolated %v: the container to stop once its connection dropped", isolate), func() bool {
+			return !sb.running(context.Background())
+		})
 	}
 }
 

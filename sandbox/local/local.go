@@ -15,7 +15,6 @@ package local
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -404,81 +403,4 @@ func safeLabel(s string) string {
 		b = b[:64]
 	}
 	return string(b)
-}
-
-// Prune removes what killed runs left behind: the folders of local
-// sandboxes (of one run when runID is set), their cgroups, and every
-// process started in them, including those that left their process group.
-// It returns how many sandboxes it removed.
-func (Backend) Prune(ctx context.Context, runID string) (int, error) {
-	pattern := prefix + "*"
-	if runID != "" {
-		pattern = prefix + safeLabel(runID) + "-*"
-	}
-	roots, err := filepath.Glob(filepath.Join(os.TempDir(), pattern))
-	if err != nil {
-		return 0, err
-	}
-	var errs []error
-	var left []string
-	for _, root := range roots {
-		if st, err := os.Stat(filepath.Join(root, "state")); err != nil || !st.IsDir() {
-			continue // not a sandbox's folder
-		}
-		if cg := recordedCgroup(root); cg != "" {
-			if err := removeCgroup(ctx, cg); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		left = append(left, root)
-	}
-	// Processes of sandboxes without a cgroup, or that left it.
-	for _, pid := range markedProcesses(left) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	n := 0
-	for _, root := range left {
-		if err := os.RemoveAll(root); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
-}
-
-// markedProcesses lists the processes whose initial environment carries
-// the marker of one of the sandboxes' folders roots, in one pass over
-// /proc.
-func markedProcesses(roots []string) []int {
-	if len(roots) == 0 {
-		return nil
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	markers := make([][]byte, len(roots))
-	for i, root := range roots {
-		markers[i] = []byte("\x00" + markerVar + "=" + root + "\x00")
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		env = append([]byte{0}, env...)
-		for _, m := range markers {
-			if bytes.Contains(env, m) {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
 }

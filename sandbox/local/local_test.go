@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sandbox/shell"
@@ -63,31 +65,67 @@ func TestConformanceProcessGroups(t *testing.T) {
 	})
 }
 
-// pids runs cmd, which prints process ids, and returns them.
-func pids(t *testing.T, sb sandbox.Sandbox, cmd string) []string {
+// pids runs cmd, which prints the ids of processes that live on, and
+// returns those processes.
+func pids(t *testing.T, sb sandbox.Sandbox, cmd string) []proc {
 	t.Helper()
 	r, err := sb.Exec(context.Background(), cmd, sandbox.ExecOptions{})
 	if err != nil || r.ExitCode != 0 {
 		t.Fatalf("%s: %+v %v", cmd, r, err)
 	}
-	return strings.Fields(r.Stdout)
+	return started(t, strings.Fields(r.Stdout)...)
 }
 
-// awaitGone fails unless every process in pids ends within a while.
-func awaitGone(t *testing.T, pids []string) {
+// started names the live processes pids by id and start time, which a
+// later process with a reused id does not share.
+func started(t *testing.T, pids ...string) []proc {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for _, pid := range pids {
-		for {
-			b, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil || strings.Contains(string(b), ") Z ") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("process %s survived: %s", pid, b)
-			}
-			time.Sleep(20 * time.Millisecond)
+	var out []proc
+	for _, s := range pids {
+		pid, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("not a process id: %q", s)
 		}
+		st, err := readStat(pid)
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		out = append(out, st.proc)
+	}
+	return out
+}
+
+// alive says whether p still runs: neither gone nor a zombie.
+func alive(p proc) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	st, err := readStat(p.pid)
+	return string(b), err == nil && st.start == p.start && !st.dead()
+}
+
+// assertEnded fails for each process of procs still alive: a prune, and
+// a Close with a cgroup, return once their processes have ended.
+func assertEnded(t *testing.T, procs []proc) {
+	t.Helper()
+	for _, p := range procs {
+		if stat, ok := alive(p); ok {
+			t.Errorf("process %d survived: %s", p.pid, stat)
+			signal(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// awaitGone waits until every process of procs has ended: a Close
+// without a cgroup kills process groups and returns while they die.
+func awaitGone(t *testing.T, procs []proc) {
+	t.Helper()
+	for _, p := range procs {
+		poll.Until(t, fmt.Sprintf("process %d to end", p.pid), func() bool {
+			_, ok := alive(p)
+			return !ok
+		})
 	}
 }
 
@@ -117,7 +155,7 @@ echo $a $b $c`)
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	awaitGone(t, left)
+	assertEnded(t, left)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s left: %v", dir, err)
 	}
@@ -206,43 +244,129 @@ func TestRefusesWhatItCannotContain(t *testing.T) {
 	}
 }
 
-// After a SIGKILL of proctor, a resume prunes the run's folders and every
-// process started in them, also those that left their group, and their
-// cgroups.
-func TestPruneLeftovers(t *testing.T) {
+// runLabel is a run id no other test process uses: a prune of a run ends
+// every sandbox of that run on the host, also another test's.
+func runLabel(t *testing.T) string {
+	return fmt.Sprintf("prune-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "_"))
+}
+
+// eachBackend runs f with a sandbox of a run of its own, with a cgroup
+// where this process can make one and with process groups.
+func eachBackend(t *testing.T, f func(t *testing.T, sb *Sandbox, run string)) {
 	for _, b := range []Backend{{}, {ProcessGroups: true}} {
 		t.Run(fmt.Sprintf("ProcessGroups=%v", b.ProcessGroups), func(t *testing.T) {
-			ctx := context.Background()
-			run := "prune-test-" + strings.ReplaceAll(t.Name(), "/", "_")
-			sb, err := b.Start(ctx, sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
+			run := runLabel(t)
+			sb, err := b.Start(context.Background(), sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer sb.Close(ctx)
-			root := sb.(*Sandbox).Root()
-			left := pids(t, sb, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!")
-			var cg string
-			if c := sb.(*Sandbox).cg; c != nil {
-				cg = c.dir
-				// Only the cgroup knows this one.
-				left = append(left, pids(t, sb, "env -i setsid sleep 301 >/dev/null 2>&1 < /dev/null & echo $!")...)
-			}
-			// As if proctor died: nothing closes the sandbox.
-			n, err := Backend{}.Prune(ctx, run)
-			if err != nil || n != 1 {
-				t.Fatalf("prune: %d, %v", n, err)
-			}
-			if _, err := os.Stat(root); err == nil {
-				t.Errorf("%s survived the prune", root)
-			}
-			awaitGone(t, left)
-			if cg != "" {
-				if _, err := os.Stat(cg); !os.IsNotExist(err) {
-					t.Errorf("cgroup %s survived the prune: %v", cg, err)
-				}
-			}
+			defer sb.Close(context.Background())
+			f(t, sb.(*Sandbox), run)
 		})
 	}
+}
+
+// prune prunes run as a resume does after a SIGKILL of proctor: nothing
+// closed the sandbox. It must remove the one sandbox of the run.
+func prune(t *testing.T, sb *Sandbox, run string) {
+	t.Helper()
+	n, err := Backend{}.Prune(context.Background(), run)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	if _, err := os.Stat(sb.Root()); err == nil {
+		t.Errorf("%s survived the prune", sb.Root())
+	}
+}
+
+// After a SIGKILL of proctor, a resume prunes the run's folders and every
+// process started in them, also those that left their group, and their
+// cgroups. The prune returns once they have ended.
+func TestPruneLeftovers(t *testing.T) {
+	eachBackend(t, func(t *testing.T, sb *Sandbox, run string) {
+		left := pids(t, sb, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!")
+		var cg string
+		if c := sb.cg; c != nil {
+			cg = c.dir
+			// Only the cgroup knows this one.
+			left = append(left, pids(t, sb, "env -i setsid sleep 301 >/dev/null 2>&1 < /dev/null & echo $!")...)
+		}
+		prune(t, sb, run)
+		assertEnded(t, left)
+		if cg != "" {
+			if _, err := os.Stat(cg); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s survived the prune: %v", cg, err)
+			}
+		}
+	})
+}
+
+// A process's environment reads empty while it execs: from when its new
+// image replaces the old one until the kernel has laid out the new
+// environment (longer with many variables), and for a reader that opened
+// the file before the exec. A prune that read /proc once missed such a
+// process of the run (`setsid sleep` between its two execs, on a busy
+// machine), and it ran on. These exec without end; without a cgroup only
+// the prune's reading of /proc finds them. A prune that reads each once
+// misses one in a few runs of this test, more on a busy machine.
+func TestPruneEndsProcessesInExec(t *testing.T) {
+	run := runLabel(t)
+	sb, err := Backend{ProcessGroups: true}.Start(context.Background(), sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	// Outside the sandbox's folder, which the prune removes: a loop that
+	// lost its script would end by itself.
+	loop := filepath.Join(t.TempDir(), "loop.sh")
+	if err := os.WriteFile(loop, []byte(`exec /bin/sh "$0"`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	left := pids(t, sb, `vars=$(printf 'V%d=x ' $(seq 4000))
+for i in $(seq 24); do env $vars setsid /bin/sh `+loop+` </dev/null >/dev/null 2>&1 & echo $!; done`)
+	prune(t, sb.(*Sandbox), run)
+	assertEnded(t, left)
+}
+
+// A process that drops the marker (env -i) is still the sandbox's while
+// its parent is: a prune stops the parent first, so that what it starts
+// meanwhile keeps it as its parent, and ends them all. This one starts
+// such children until it is stopped.
+func TestPruneEndsChildrenWithoutMarker(t *testing.T) {
+	eachBackend(t, func(t *testing.T, sb *Sandbox, run string) {
+		tag := "PROCTOR_TEST_CHILD=" + run
+		forker := `while :; do env -i ` + tag + ` sleep 309 </dev/null >/dev/null 2>&1 & sleep 0.01; done`
+		left := pids(t, sb, "setsid bash -c "+shell.Quote(forker)+" </dev/null >/dev/null 2>&1 & echo $!")
+		poll.Until(t, "a child without the marker", func() bool { return len(tagged(tag)) > 0 })
+		prune(t, sb, run)
+		assertEnded(t, left)
+		if kids := tagged(tag); len(kids) > 0 {
+			t.Errorf("children %v of the sandbox's process survived the prune", kids)
+			for _, pid := range kids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// tagged lists the live processes whose environment holds tag.
+func tagged(tag string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains("\x00"+string(env), "\x00"+tag+"\x00") {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && !st.dead() {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // The file naming a sandbox's cgroup is in reach of the sandbox: a prune
@@ -250,7 +374,7 @@ func TestPruneLeftovers(t *testing.T) {
 // was pointed at.
 func TestPruneIgnoresForgedCgroup(t *testing.T) {
 	ctx := context.Background()
-	run := "prune-forged-" + strings.ReplaceAll(t.Name(), "/", "_")
+	run := runLabel(t)
 	sb, err := Backend{}.Start(ctx, sandbox.Spec{Labels: map[string]string{sandbox.LabelRun: run}})
 	if err != nil {
 		t.Fatal(err)
@@ -308,11 +432,12 @@ func TestKillEach(t *testing.T) {
 	if _, err := fmt.Fscan(out, &child); err != nil {
 		t.Fatal(err)
 	}
+	procs := started(t, child, strconv.Itoa(cmd.Process.Pid))
 	if err := killEach(cg.dir); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	awaitGone(t, []string{child, strconv.Itoa(cmd.Process.Pid)})
+	assertEnded(t, procs) // killEach returns once none is listed
 	if err := awaitEmpty(context.Background(), cg.dir); err != nil {
 		t.Fatal(err)
 	}
@@ -352,4 +477,33 @@ func BenchmarkCloseAmong(b *testing.B) {
 			})
 		}
 	}
+}
+
+// Other processes of the host that exec without end (another run's, a
+// build) are met in an exec now and then: a prune that has once read one
+// outside an exec, without the marker, is not held up by it, and ends
+// without an error. These loop until the test ends them.
+func TestPruneEndsBesideOthersExecs(t *testing.T) {
+	dir := t.TempDir()
+	loop := dir + "/loop.sh"
+	if err := os.WriteFile(loop, []byte(`exec /bin/sh "$0"`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := os.Environ()
+	for i := range 4000 {
+		env = append(env, fmt.Sprintf("V%d=x", i))
+	}
+	for range 6 {
+		cmd := exec.Command("/bin/sh", loop)
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	eachBackend(t, func(t *testing.T, sb *Sandbox, run string) {
+		left := pids(t, sb, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!")
+		prune(t, sb, run)
+		assertEnded(t, left)
+	})
 }

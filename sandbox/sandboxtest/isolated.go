@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -23,7 +25,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 	ctx := context.Background()
 	run := func(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
 		t.Helper()
-		r, err := sb.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: time.Minute})
+		r, err := sb.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: time.Until(poll.Deadline(t))})
 		if err != nil {
 			t.Fatalf("exec %q: %v", cmd, err)
 		}
@@ -108,10 +110,13 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 		sb := start(t, 0)
 		agent := sb.Agent()
 		// The attack of Harbor's issue 2551, and its twin on the tests.
-		run(t, agent, `mkdir -p /logs/verifier /tests; nohup setsid bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; printf "echo 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; chmod +x /tests/test.sh; sleep 0.005; done' >/dev/null 2>&1 &`)
-		time.Sleep(200 * time.Millisecond)
+		// The forger counts its rounds in /tmp, which both sides see.
+		run(t, agent, `mkdir -p /logs/verifier /tests; nohup setsid bash -c 'n=0; while :; do echo 1 > /logs/verifier/reward.txt; printf "echo 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; chmod +x /tests/test.sh; n=$((n+1)); echo $n > /tmp/forged.new; mv /tmp/forged.new /tmp/forged; sleep 0.005; done' >/dev/null 2>&1 &`)
+		run(t, agent, `until [ -s /tmp/forged ]; do sleep 0.01; done`)
 		seal(t, sb)
-		if err := sb.Upload(ctx, "/tests", tests("#!/bin/bash\nsleep 0.3; echo 0 > /logs/verifier/reward.txt\n")); err != nil {
+		// The tests write their reward, then wait until the forger has gone
+		// round twice more, however slowly the machine runs it.
+		if err := sb.Upload(ctx, "/tests", tests("#!/bin/bash\necho 0 > /logs/verifier/reward.txt; n=$(cat /tmp/forged); until [ \"$(cat /tmp/forged)\" -ge $((n+2)) ] 2>/dev/null; do sleep 0.01; done\n")); err != nil {
 			t.Fatal(err)
 		}
 		r := run(t, sb, "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; cat /logs/verifier/reward.txt")
@@ -123,7 +128,7 @@ func RunIsolated(t *testing.T, start func(t *testing.T, pidsMax int64) sandbox.I
 			t.Errorf("plugin read of reward.txt: %q, %v", got, err)
 		}
 		got, _, _ = sb.ReadFile(ctx, "/tests/test.sh", 0)
-		if !strings.Contains(string(got), "sleep 0.3") {
+		if !strings.Contains(string(got), "/tmp/forged") {
 			t.Errorf("the uploaded tests were replaced: %q", got)
 		}
 		// A bounded read of a private file still says the whole size,
@@ -192,7 +197,7 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.
 while True:
     c, _ = s.accept(); c.sendall(b"served by the agent\n"); c.close()
 ' >/dev/null 2>&1 &
-for i in $(seq 50); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765))' 2>/dev/null && break; sleep 0.1; done`)
+until python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765))' 2>/dev/null; do sleep 0.1; done`)
 		seal(t, sb)
 		r := run(t, sb, `python3 -c 'import socket; print(socket.create_connection(("127.0.0.1", 8765)).recv(100).decode().strip())'`)
 		if strings.TrimSpace(r.Stdout) != "served by the agent" {
@@ -214,7 +219,7 @@ while True:
     if pid == 0:
         os.setsid(); time.sleep(600); os._exit(0)
     n += 1
-print(n)'`, sandbox.ExecOptions{Timeout: time.Minute})
+print(n)'`, sandbox.ExecOptions{Timeout: time.Until(poll.Deadline(t))})
 		if err != nil {
 			t.Fatalf("the agent's fork storm made an error, not an outcome: %v", err)
 		}
@@ -286,11 +291,22 @@ func RunUsers(t *testing.T, start func(t *testing.T, spec sandbox.Spec) sandbox.
 	})
 	t.Run("CancelAsUnprivilegedUser", func(t *testing.T) {
 		sb := start(t, sandbox.Spec{User: "nobody", Private: Private})
-		for _, v := range []sandbox.Sandbox{sb, sb.Agent()} {
-			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			r, err := v.Exec(cctx, "sleep 60", sandbox.ExecOptions{})
+		for i, v := range []sandbox.Sandbox{sb, sb.Agent()} {
+			other := []sandbox.Sandbox{sb.Agent(), sb}[i]
+			mark := fmt.Sprintf("/tmp/cancel-started.%d", i)
+			// Cancelled once the command runs, as the other side sees.
+			cctx, cancel := context.WithCancel(ctx)
+			go func() {
+				defer cancel()
+				for cctx.Err() == nil {
+					if r, err := other.Exec(cctx, "test -e "+mark, sandbox.ExecOptions{}); err == nil && r.ExitCode == 0 {
+						return
+					}
+				}
+			}()
+			r, err := v.Exec(cctx, "touch "+mark+"; exec sleep 60", sandbox.ExecOptions{})
 			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) || r.ExitCode != 137 {
+			if !errors.Is(err, context.Canceled) || r.ExitCode != 137 {
 				t.Errorf("cancelled call: %+v %v, want the command killed", r, err)
 			}
 			if r, err := v.Exec(ctx, "echo alive", sandbox.ExecOptions{}); err != nil || r.Stdout != "alive\n" {

@@ -11,16 +11,24 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/mux"
 )
 
 // startMux serves the mux in this process over pipes and returns its
 // client; the mux ends when the test does.
 func startMux(t *testing.T) *mux.Client {
+	c, _ := startCountedMux(t)
+	return c
+}
+
+// startCountedMux is startMux, and how many bytes the mux has sent the
+// client so far.
+func startCountedMux(t *testing.T) (*mux.Client, *atomic.Int64) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -28,14 +36,26 @@ func startMux(t *testing.T) *mux.Client {
 		serveMux(inR, outW)
 		outW.Close()
 	}()
-	c := mux.NewClient(outR, inW, inW.Close)
+	sent := &countingReader{r: outR}
+	c := mux.NewClient(sent, inW, inW.Close)
 	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := poll.Context(t)
 	defer cancel()
 	if err := c.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, &sent.n
+}
+
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // readLine reads one line of a channel's output, or fails after a while
@@ -50,7 +70,7 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 	select {
 	case line := <-got:
 		return line
-	case <-time.After(30 * time.Second):
+	case <-poll.After(t):
 		t.Fatal("no answer from the channel")
 		return ""
 	}
@@ -92,13 +112,13 @@ func TestMuxChannel(t *testing.T) {
 // to its shell's stdout between calls) stops at the window and holds up
 // no other channel.
 func TestMuxUnreadChannelStallsAlone(t *testing.T) {
-	c := startMux(t)
+	c, sent := startCountedMux(t)
 	flood, err := c.Open([]string{"yes"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer flood.Drop()
-	time.Sleep(200 * time.Millisecond) // let it fill its window
+	poll.Until(t, "the flood to fill its window", func() bool { return sent.Load() >= mux.Window })
 	ch, err := c.Open([]string{"cat"})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +144,7 @@ func TestMuxUnreadChannelStallsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(60 * time.Second):
+	case <-poll.After(t):
 		t.Fatal("the flood stalled for good")
 	}
 }
@@ -143,13 +163,7 @@ func TestMuxKillAndRun(t *testing.T) {
 	if err := c.Kill(ctx, 0, pgid); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pgid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("group %d still alive", pgid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, fmt.Sprintf("group %d to end", pgid), func() bool { return syscall.Kill(pgid, 0) != nil })
 	// Never group 0 or 1 (everything), nor a namespace init below 2.
 	for _, bad := range [][2]int{{0, 1}, {0, 0}, {0, -5}, {1, 5}} {
 		if err := c.Kill(ctx, bad[0], bad[1]); err == nil {
@@ -173,7 +187,7 @@ func TestMuxEndsWithItsHost(t *testing.T) {
 		if err != nil && !errors.Is(err, os.ErrClosed) {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-poll.After(t):
 		t.Fatal("the mux outlived its host")
 	}
 }

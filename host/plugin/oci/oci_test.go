@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
+	"github.com/proctor-dev/proctor/internal/poll"
 )
 
 var meta = Meta{Name: "toolstats", Version: "1.2.3", ABI: 1, Capabilities: []string{"host.info", "model.complete"}, Description: "d"}
@@ -319,8 +320,8 @@ func silentRegistry(t *testing.T) (string, <-chan struct{}) {
 	return l.Addr().String(), accepted
 }
 
-// within runs f and fails the test if it has not returned after a minute:
-// a guard against hanging forever, not a measure of speed.
+// within runs f and fails the test if it has not returned by the test's
+// deadline: a guard against hanging forever, not a measure of speed.
 func within(t *testing.T, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -328,8 +329,8 @@ func within(t *testing.T, f func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(time.Minute):
-		t.Fatal("hung: no answer after a minute")
+	case <-poll.After(t):
+		t.Fatal("hung: no answer")
 		return nil
 	}
 }

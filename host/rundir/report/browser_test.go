@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/internal/poll"
 )
 
 // chromiumPath is Debian's chromium; PROCTOR_CHROMIUM names another.
@@ -125,7 +126,10 @@ func (t *tab) checkOffline(tb testing.TB, prefixes ...string) {
 
 func run[T any](tb testing.TB, ctx context.Context, a chromedp.Action[T]) T {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	cancel := context.CancelFunc(func() {})
+	if t, ok := tb.(poll.T); ok {
+		ctx, cancel = context.WithDeadline(ctx, poll.Deadline(t))
+	}
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
@@ -424,15 +428,10 @@ func TestBrowserLiveReload(t *testing.T) {
 		t.Helper()
 		do(t, tb.ctx, chromedp.Evaluate[chromedp.Void](`window.before = 1`))
 		// The reload replaces the page under any running poll, so ask again.
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		poll.Until(t, "the page to reload after the status changed", func() bool {
 			reloaded, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`window.before === undefined && document.body.dataset.ready === '1'`))
-			if err == nil && reloaded {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the page did not reload after the status changed (last error: %v)", err)
-			}
-		}
+			return err == nil && reloaded
+		})
 		do(t, tb.ctx, chromedp.Poll[chromedp.Void](`document.getElementById('detail').dataset.rollout !== undefined`))
 		if got := run(t, tb.ctx, chromedp.Evaluate[[]string](`[document.getElementById('filter').value, document.getElementById('shown').textContent,
 			document.getElementById('n-rollouts').textContent, document.getElementById('detail').dataset.rollout, String(document.getElementById('detail').hidden)]`)); !slices.Equal(got, []string{

@@ -130,6 +130,9 @@ type Env struct {
 	// Open, when set, counts the rollouts' plugin instances made and not
 	// yet closed.
 	Open *atomic.Int32
+	// Verified, when set, is told of each verification: the task, and
+	// whether the rollout's agent ran out of time.
+	Verified func(task string, timedOut bool)
 }
 
 var _ scheduler.Environment = Env{}
@@ -182,6 +185,9 @@ func (r *rollout) Oracle(ctx context.Context) (scheduler.OracleResult, error) {
 }
 
 func (r *rollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict, error) {
+	if r.env.Verified != nil {
+		r.env.Verified(r.task.ID, timedOut)
+	}
 	if strings.HasPrefix(r.task.ID, "reset") {
 		// Grade in a fresh sandbox: it must not hold what the agent
 		// wrote (the agent's closes in the background).
