@@ -759,6 +759,8 @@ func (c *Config) validate(data []byte) error {
 		return bad("run.concurrency", "must be at least 1", "")
 	case c.Run.Attempts < 1:
 		return bad("run.attempts", "must be at least 1", "")
+	case c.Run.Attempts > MaxAttempts:
+		return bad("run.attempts", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", c.Run.Attempts, MaxAttempts), "")
 	case c.Run.Retries < 0:
 		return bad("run.retries", "must not be negative", "")
 	case c.Run.Prestart != nil && *c.Run.Prestart < 0:
@@ -813,6 +815,8 @@ func (c *Config) validate(data []byte) error {
 	switch {
 	case c.Process.GroupSize < 1:
 		return bad("process.group_size", "must be at least 1", "")
+	case c.Process.GroupSize > MaxAttempts:
+		return bad("process.group_size", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", c.Process.GroupSize, MaxAttempts), "")
 	case c.Process.MaxTokens < 0:
 		return bad("process.max_tokens", "must not be negative", "0 means no limit")
 	}
@@ -851,6 +855,15 @@ func (c *Config) validate(data []byte) error {
 // MaxPluginMemoryMB is the most memory a plugin instance can have: a
 // 32-bit WebAssembly module addresses 4 GiB.
 const MaxPluginMemoryMB = 4096
+
+// Bounds on what a run plans, which it holds in memory before the first
+// rollout starts: at most MaxAttempts attempts of a task ([run] attempts,
+// [process] group_size, [serve.eval] attempts), and at most MaxRollouts
+// rollouts (tasks times attempts).
+const (
+	MaxAttempts = 10_000
+	MaxRollouts = 1_000_000
+)
 
 // checkName refuses a run name that is not one folder's name: it would
 // put the run directory outside run.out_dir.
@@ -902,6 +915,8 @@ func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func
 		return bad("serve.drain_timeout", "must not be negative", "")
 	case s.Eval.Attempts < 1:
 		return bad("serve.eval.attempts", "must be at least 1", "")
+	case s.Eval.Attempts > MaxAttempts:
+		return bad("serve.eval.attempts", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", s.Eval.Attempts, MaxAttempts), "")
 	case s.Eval.Concurrency < 1:
 		return bad("serve.eval.concurrency", "must be at least 1", "")
 	}

@@ -127,6 +127,10 @@ func (r *Run) tasks(ctx context.Context, p Parts) ([]scheduler.Task, error) {
 	if len(tasks) == 0 {
 		return nil, &fault.Usage{Err: errors.New("the config selects no tasks"), Hint: "check the task filters in [env.config]; `proctor tasks` lists what is selected"}
 	}
+	if n := len(tasks) * r.cfg.Run.Attempts; r.driver == nil && n > config.MaxRollouts {
+		return nil, &fault.Usage{Err: fmt.Errorf("run.attempts = %d times %d tasks is %d rollouts, over the %d a run plans", r.cfg.Run.Attempts, len(tasks), n, config.MaxRollouts),
+			Hint: "lower run.attempts, or select fewer tasks in [env.config] and run the rest as another run"}
+	}
 	r.man.SkippedTasks = nil
 	for _, s := range skipped {
 		r.man.SkippedTasks = append(r.man.SkippedTasks, map[string]string{"id": s.ID, "reason": s.Reason})

@@ -39,6 +39,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -412,6 +413,7 @@ type Instance struct {
 type instanceEnv struct {
 	rand      io.Reader
 	out, errw *logWriter
+	logLeft   atomic.Int64   // what the log import may still log (abi.MaxLog)
 	files     *instanceFiles // nil: the plugin has no files
 	clock     *stepClock     // nil: the host's clocks
 }
@@ -430,6 +432,7 @@ func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 		out:  &logWriter{log: log, stream: "stdout", left: 64 << 10},
 		errw: &logWriter{log: log, stream: "stderr", left: 64 << 10},
 	}
+	env.logLeft.Store(abi.MaxLog)
 	if p.files != nil {
 		env.files = newInstanceFiles(p.files)
 	}
@@ -734,7 +737,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		if json.Unmarshal(st.output, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("status %d: %.200q", status, st.output)
 		}
-		pe := perr(ErrHookFailed, errors.New(e.Error)).(*PluginError)
+		pe := perr(ErrHookFailed, errors.New(cutText(e.Error, abi.MaxErrorText))).(*PluginError)
 		pe.Class = e.Class
 		return nil, pe
 	}
@@ -806,7 +809,7 @@ func (r *Runtime) hostModule(ctx context.Context) error {
 		if !ok || st == nil {
 			return
 		}
-		st.inst.log.Log(ctx, slog.Level(int32(s[0])), string(buf))
+		st.inst.env.logLine(ctx, st.inst.log, slog.Level(int32(s[0])), buf)
 	}), []api.ValueType{i32, i32, i32}, nil).Export(abi.ImportLog)
 
 	_, err := b.Instantiate(ctx)
@@ -850,6 +853,30 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 		return fail(abi.StatusError, err.Error())
 	}
 	return abi.StatusOK, resp
+}
+
+// logLine logs a line of the plugin's log import, until the instance
+// used its abi.MaxLog; then one line says the rest is dropped.
+func (e *instanceEnv) logLine(ctx context.Context, log *slog.Logger, level slog.Level, line []byte) {
+	left := e.logLeft.Add(-int64(len(line)))
+	switch {
+	case left >= 0:
+		log.Log(ctx, level, string(line))
+	case left+int64(len(line)) >= 0:
+		log.Warn("plugin log over its budget: further lines of this instance are dropped", "budget", abi.MaxLog)
+	}
+}
+
+// cutText keeps the head of s up to max bytes, saying how much was cut.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-n)
 }
 
 // logWriter sends a guest's stdout or stderr to the log, bounded.
