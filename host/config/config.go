@@ -233,7 +233,11 @@ type Sandbox struct {
 	// DiskMB is what a sandbox may write, for tasks that set no limit of
 	// their own (default 10240).
 	DiskMB int64 `toml:"disk_mb" json:"disk_mb,omitempty"`
-	Pull   bool  `toml:"pull" json:"pull"`
+	// DiskInodes is how many files, folders and links a sandbox may
+	// create, for tasks that set no limit of their own (default
+	// 1,000,000).
+	DiskInodes int64 `toml:"disk_inodes" json:"disk_inodes,omitempty"`
+	Pull       bool  `toml:"pull" json:"pull"`
 	// Isolation keeps the agent's processes apart from the verifier's
 	// (docker: the warden's namespaces, which need CAP_SYS_ADMIN in the
 	// container's bounding set). Default true; off only for engines that
@@ -797,6 +801,8 @@ func (c *Config) validate(data []byte) error {
 		return bad("sandbox.pids_max", "must not be negative", "")
 	case c.Sandbox.DiskMB < 0:
 		return bad("sandbox.disk_mb", "must not be negative", "")
+	case c.Sandbox.DiskInodes < 0:
+		return bad("sandbox.disk_inodes", "must not be negative", "")
 	}
 	if c.Agent.Kind == "llm" {
 		if c.Model.Name == "" {

@@ -220,7 +220,7 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
 		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
+		DiskMB: s.DiskMB, DiskInodes: s.DiskInodes, Network: network, BuildNetwork: build, Private: s.Private,
 		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)),
 	}, nil
 }

@@ -219,7 +219,8 @@ func groupSize(process bool, c *config.Config) int {
 }
 
 // specOverrides applies [sandbox] limits and pull to every sandbox spec;
-// disk_mb is only the default for tasks that set no disk limit.
+// disk_mb and disk_inodes are only the defaults for tasks that set no
+// disk limit.
 func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 	return func(s *sandbox.Spec) {
 		if sb.CPUs > 0 {
@@ -233,6 +234,9 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 		}
 		if s.DiskMB <= 0 {
 			s.DiskMB = sb.DiskMB // a task's own limit wins
+		}
+		if s.DiskInodes <= 0 {
+			s.DiskInodes = sb.DiskInodes
 		}
 		s.Pull = sb.Pull
 	}
