@@ -72,12 +72,13 @@ func (b *Backend) DiskLimit(ctx context.Context, image string) (string, error) {
 
 // The watchdog's pace. It checks the file system every diskTick (one
 // statfs) and walks the upper layer when the last walk is diskCPUShare
-// times its own CPU time ago, at most 1% of a core whatever the tree
-// holds, or sooner (at most every diskTick) when the file system grew by
-// more than the sandbox had left under a limit since its last walk.
+// times its own CPU time ago, half a percent of a core whatever the tree
+// holds (well within 1% with what else a window catches), or sooner (at
+// most every diskTick) when the file system grew by more than the sandbox
+// had left under a limit since its last walk.
 const (
 	diskTick     = 2 * time.Second
-	diskCPUShare = 100
+	diskCPUShare = 200
 	inspectEvery = 30 * time.Second
 )
 
@@ -140,9 +141,6 @@ func (s *Sandbox) fire(w *diskWatch, err error) {
 
 // walkUpper holds the sandbox to its limits by walking its upper layer.
 func (s *Sandbox) walkUpper(w *diskWatch, upper string) {
-	// Locked to its thread, so that the thread's CPU time is the walks'.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	t := time.NewTicker(diskTick)
 	defer t.Stop()
 	var last usage
@@ -158,9 +156,8 @@ func (s *Sandbox) walkUpper(w *diskWatch, upper string) {
 			if now.Before(next) && !grew {
 				continue
 			}
-			cpu := threadCPU()
-			u, over, err := measure(upper, w.limitBytes, w.limitInodes)
-			next = time.Now().Add(max(diskTick, diskCPUShare*(threadCPU()-cpu)))
+			u, over, cost, err := timedMeasure(upper, w.limitBytes, w.limitInodes)
+			next = time.Now().Add(max(diskTick, diskCPUShare*cost))
 			if err != nil && s.closed.Load() {
 				return
 			}
@@ -171,6 +168,16 @@ func (s *Sandbox) walkUpper(w *diskWatch, upper string) {
 			last, lastFS = u, [2]int64{fb, fi}
 		}
 	}
+}
+
+// timedMeasure is measure, and the CPU time it took: the goroutine is
+// locked to its thread meanwhile, so that the thread's time is the walk's.
+func timedMeasure(dir string, maxBytes, maxInodes int64) (u usage, over bool, cpu time.Duration, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	u, over, err = measure(dir, maxBytes, maxInodes)
+	return u, over, threadCPU() - start, err
 }
 
 // check says why u is over a limit (nil when it is not). A walk that

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -111,13 +110,10 @@ func manyFiles(b testing.TB, dir string, n int) {
 func BenchmarkDiskWalk100k(b *testing.B) {
 	dir := b.TempDir()
 	manyFiles(b, dir, 100_000)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	var cpu, n int64
 	for b.Loop() {
-		c := threadCPU()
-		u, _, err := measure(dir, 1<<40, 1<<40)
-		cpu += int64(threadCPU() - c)
+		u, _, c, err := timedMeasure(dir, 1<<40, 1<<40)
+		cpu += int64(c)
 		n++
 		if err != nil || u.inodes != 100_000+100+1 {
 			b.Fatalf("%+v %v", u, err)
