@@ -128,8 +128,10 @@ const (
 // MaxTranscript bounds what a rollout's trajectory holds (the messages'
 // text, the tool calls' arguments, the token ids and logprobs): the loop
 // ends once past it. A model's context holds far less; the host keeps the
-// trajectory in memory and sends it whole every turn.
-const MaxTranscript = 32 << 20
+// trajectory in memory and sends it whole every turn, and each answer's
+// decoding holds a few copies of it: at 32 MiB, answers of 30 MiB each
+// took proctor to 498 MiB, at 16 MiB to 289 MiB (docs/security.md).
+const MaxTranscript = 16 << 20
 
 // Trajectory is everything a rollout's agent did.
 type Trajectory struct {

@@ -96,7 +96,7 @@ func TestTranscriptIsBounded(t *testing.T) {
 	tools, _ := NewToolset([]string{"terminal"})
 	l := &Loop{Model: hugeModel{10 << 20}, Tools: tools, MaxTurns: 60}
 	tr, err := l.Run(context.Background(), localShell(t), "go")
-	if err != nil || tr.StopReason != StopTranscriptLimit || len(tr.Turns) != 4 {
+	if err != nil || tr.StopReason != StopTranscriptLimit || len(tr.Turns) != MaxTranscript/(10<<20)+1 {
 		t.Fatalf("%v: stop %s after %d turns", err, tr.StopReason, len(tr.Turns))
 	}
 }

@@ -120,8 +120,8 @@ const (
 	// a larger MaxOutput reads as MaxExecOutput. The whole ExecResponse,
 	// as JSON, is at most MaxExecResponse: output that escapes to more
 	// (control bytes, invalid UTF-8) keeps less, head and tail, marked.
-	MaxExecOutput   = 32 << 20
-	MaxExecResponse = 64 << 20
+	MaxExecOutput   = 16 << 20
+	MaxExecResponse = 32 << 20
 	// MaxPrompt bounds each of PromptResponse's System and User.
 	MaxPrompt = 1 << 20
 	// MaxTasks bounds the tasks a TasksResponse lists, and the skipped

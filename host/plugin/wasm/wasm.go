@@ -690,7 +690,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 			return nil, perr(ErrTrap, fmt.Errorf("re-create the parked instance: %w", err))
 		}
 	}
-	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
+	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: maxAnswer(hook, i.p.r.cfg.MaxOutput)}
 	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
 	defer cancel()
 	var res []uint64
@@ -752,6 +752,20 @@ func (i *Instance) discard() {
 
 // hostModule defines the proctor_v1 imports once per runtime; each call
 // finds its instance's state in the context.
+// promptAnswer bounds a prompt.format answer: two prompts of
+// abi.MaxPrompt, each byte escaped to at most six. A larger answer is
+// refused before the host copies it out of the instance (a 50 MiB prompt,
+// copied and decoded, took 160 MiB of the host's memory).
+const promptAnswer = 2*6*abi.MaxPrompt + 64<<10
+
+// maxAnswer is the most hook may answer, under max.
+func maxAnswer(hook string, max int) int {
+	if hook == abi.HookPrompt {
+		return min(max, promptAnswer)
+	}
+	return max
+}
+
 func (r *Runtime) hostModule(ctx context.Context) error {
 	i32 := api.ValueTypeI32
 	b := r.rt.NewHostModuleBuilder(abi.ImportModule)
@@ -768,6 +782,9 @@ func (r *Runtime) hostModule(ctx context.Context) error {
 		n := uint32(s[1])
 		if int(n) > st.maxOut {
 			st.outErr = fmt.Errorf("hook output of %d bytes is over the cap of %d", n, st.maxOut)
+			if string(st.method) == abi.HookPrompt && st.maxOut == promptAnswer {
+				st.outErr = fmt.Errorf("the answer is %d bytes, over the %d a prompt.format answer may be (two prompts of abi.MaxPrompt, escaped)", n, promptAnswer)
+			}
 			panic(st.outErr)
 		}
 		buf, ok := m.Memory().Read(uint32(s[0]), n)
