@@ -268,7 +268,7 @@ func (r *Run) finish(st scheduler.Stats, g *grouper) (report.Summary, error) {
 			r.man.ImageDigests[name] = rec.ImageDigest
 		}
 	}
-	sum := report.Summarize(recs)
+	sum := report.SummarizeIn(r.dir, recs)
 	var err error
 	if werr := rundir.WriteJSONAtomic(filepath.Join(r.dir, rundir.SummaryFile), sum); werr != nil {
 		err = &fault.Infra{Err: werr}

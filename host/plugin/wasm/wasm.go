@@ -199,6 +199,9 @@ type Plugin struct {
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
+	// hidden is set once the log was told that the plugin's output goes
+	// to a level it does not show.
+	hidden atomic.Bool
 }
 
 // LoadFile loads a plugin from a .wasm file.
@@ -418,6 +421,12 @@ type instanceEnv struct {
 	clock     *stepClock     // nil: the host's clocks
 }
 
+// flush logs the lines of output a call left unfinished.
+func (e *instanceEnv) flush() {
+	e.out.flush()
+	e.errw.flush()
+}
+
 // newInstanceEnv makes the host side of an instance seeded with seed.
 func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 	var key [32]byte
@@ -429,8 +438,8 @@ func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 	}
 	env := &instanceEnv{
 		rand: rand.NewChaCha8(key),
-		out:  &logWriter{log: log, stream: "stdout", left: 64 << 10},
-		errw: &logWriter{log: log, stream: "stderr", left: 64 << 10},
+		out:  newLogWriter(p, log, "stdout", slog.LevelInfo),
+		errw: newLogWriter(p, log, "stderr", slog.LevelInfo),
 	}
 	env.logLeft.Store(abi.MaxLog)
 	if p.files != nil {
@@ -475,6 +484,7 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 			continue
 		}
 		err := interruptible(sctx, mod, func() error { _, err := f.Call(sctx); return err })
+		env.flush()
 		if err != nil {
 			mod.Close(ctx)
 			if sctx.Err() != nil {
@@ -698,6 +708,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		res, err = i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
 		return err
 	})
+	i.env.flush()
 	if err != nil {
 		i.broken = err
 		i.dropModule(ctx)
@@ -894,24 +905,4 @@ func cutText(s string, max int) string {
 		n--
 	}
 	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-n)
-}
-
-// logWriter sends a guest's stdout or stderr to the log, bounded.
-type logWriter struct {
-	log    *slog.Logger
-	stream string
-	left   int
-	mu     sync.Mutex
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.left <= 0 {
-		return len(p), nil
-	}
-	s := p[:min(len(p), w.left)]
-	w.left -= len(s)
-	w.log.Debug("plugin output", "stream", w.stream, "text", strings.TrimRight(string(s), "\n"))
-	return len(p), nil
 }

@@ -887,10 +887,24 @@ def complete(messages: list) -> ModelResponse:
     return _call(OP_MODEL_COMPLETE, {"messages": msgs}, ModelResponse)
 
 
-def log(level: int, message: str) -> None:
-    """A line in the host's log (LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR)."""
+# The level names log takes, as slog names them.
+_LEVELS = {"debug": LEVEL_DEBUG, "info": LEVEL_INFO, "warn": LEVEL_WARN, "warning": LEVEL_WARN, "error": LEVEL_ERROR}
+
+
+def log(level: int | str, message: str) -> None:
+    """A line in the host's log: log("info", "scored 3 tests"). level is a
+    name ("debug", "info", "warn" or "warning", "error") or one of
+    LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR. proctor shows warn and
+    error by default, debug and info with --log-level."""
+    if isinstance(level, str):
+        name = level
+        level = _LEVELS.get(name.strip().lower())
+        if level is None:
+            raise ValueError(f"log: unknown level {name!r}: want one of {', '.join(_LEVELS)} or a proctor.LEVEL_* number")
+    elif isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"log: level is a name or a proctor.LEVEL_* number, not {type(level).__name__}")
     if _logger is not None:
-        _logger(int(level), str(message))
+        _logger(level, str(message))
 
 
 # ---------------------------------------------------------------- config
