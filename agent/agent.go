@@ -119,7 +119,19 @@ const (
 	StopCancelled     = "cancelled"
 	StopOracle        = "oracle"
 	StopNop           = "nop"
+	// StopTranscriptLimit: the conversation grew past MaxTranscript (an
+	// endpoint that answers megabytes a turn, say). The agent's outcome:
+	// the rollout is verified as it stands.
+	StopTranscriptLimit = "transcript_limit"
 )
+
+// MaxTranscript bounds what a rollout's trajectory holds (the messages'
+// text, the tool calls' arguments, the token ids and logprobs): the loop
+// ends once past it. A model's context holds far less; the host keeps the
+// trajectory in memory and sends it whole every turn, and each answer's
+// decoding holds a few copies of it: at 32 MiB, answers of 30 MiB each
+// took proctor to 498 MiB, at 16 MiB to 289 MiB (docs/security.md).
+const MaxTranscript = 16 << 20
 
 // Trajectory is everything a rollout's agent did.
 type Trajectory struct {
@@ -242,6 +254,10 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		maxTurns = 60
 	}
 	var prevIDs []int // the last call's prompt and completion ids
+	size := 0         // what the trajectory weighs (MaxTranscript)
+	for _, m := range tr.Messages {
+		size += m.size()
+	}
 	tools := l.Tools.NewSession(sh)
 	for i := 0; i < maxTurns; i++ {
 		if ctx.Err() != nil {
@@ -278,19 +294,45 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		msg := reply.Message
 		msg.Role = "assistant"
 		tr.Messages = append(tr.Messages, msg)
+		size += msg.size() + turn.size()
 		if len(msg.ToolCalls) == 0 {
 			tr.Turns = append(tr.Turns, turn)
 			tr.StopReason = StopDone
+			return tr, nil
+		}
+		if size > MaxTranscript {
+			tr.Turns = append(tr.Turns, turn)
+			tr.StopReason = StopTranscriptLimit
 			return tr, nil
 		}
 		for _, call := range msg.ToolCalls {
 			t0 := time.Now()
 			out, failed := tools.Dispatch(ctx, call)
 			turn.Tools = append(turn.Tools, ToolTiming{Name: call.Function.Name, Secs: time.Since(t0).Seconds(), Failed: failed})
-			tr.Messages = append(tr.Messages, Message{Role: "tool", ToolCallID: call.ID, Name: call.Function.Name, Content: out})
+			m := Message{Role: "tool", ToolCallID: call.ID, Name: call.Function.Name, Content: out}
+			tr.Messages = append(tr.Messages, m)
+			size += m.size()
 		}
 		tr.Turns = append(tr.Turns, turn)
+		if size > MaxTranscript {
+			tr.StopReason = StopTranscriptLimit
+			return tr, nil
+		}
 	}
 	tr.StopReason = StopMaxTurns
 	return tr, nil
+}
+
+// size is about what m weighs in a transcript, in bytes.
+func (m Message) size() int {
+	n := len(m.Content) + len(m.Reasoning) + len(m.Name) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
+}
+
+// size is about what t's token ids and logprobs weigh in a transcript.
+func (t Turn) size() int {
+	return 8*(len(t.PromptTokenIDs)+len(t.CompletionTokenIDs)) + 20*len(t.CompletionLogprobs) + len(t.Logprobs)
 }

@@ -81,6 +81,26 @@ func TestMaxTurns(t *testing.T) {
 	}
 }
 
+// hugeModel answers every turn with size bytes of text and a tool call.
+type hugeModel struct{ size int }
+
+func (m hugeModel) Complete(context.Context, []Message, []Schema) (Reply, error) {
+	return Reply{Message: Message{Content: strings.Repeat("a", m.size),
+		ToolCalls: []ToolCall{{ID: "c", Type: "function", Function: FunctionCall{Name: "terminal", Arguments: `{"command":"true"}`}}}}}, nil
+}
+
+// TestTranscriptIsBounded: an endpoint that answers 10 MiB a turn ends the
+// loop once the trajectory is past MaxTranscript (60 turns of it were
+// 600 MB held and sent again each turn), as the agent's outcome.
+func TestTranscriptIsBounded(t *testing.T) {
+	tools, _ := NewToolset([]string{"terminal"})
+	l := &Loop{Model: hugeModel{10 << 20}, Tools: tools, MaxTurns: 60}
+	tr, err := l.Run(context.Background(), localShell(t), "go")
+	if err != nil || tr.StopReason != StopTranscriptLimit || len(tr.Turns) != MaxTranscript/(10<<20)+1 {
+		t.Fatalf("%v: stop %s after %d turns", err, tr.StopReason, len(tr.Turns))
+	}
+}
+
 // TestLargeAnswersStayJSON: an answer is truncated once, by characters,
 // inside the tool, and always reaches the model as whole JSON. Before,
 // answers over 50,000 characters were cut again after encoding: a

@@ -94,7 +94,10 @@ type Spec struct {
 	MemoryMB int64   // memory limit in MiB (default 2048)
 	PidsMax  int64   // process limit (default 1024)
 	DiskMB   int64   // what the sandbox may write, in MiB (default 10240)
-	Network  Network // default NetworkNone
+	// DiskInodes is how many files, folders and links the sandbox may
+	// create (default 1,000,000).
+	DiskInodes int64
+	Network    Network // default NetworkNone
 	// BuildNetwork is what building the image may reach (a Dockerfile's
 	// apt-get); empty means the same as Network.
 	BuildNetwork Network
@@ -173,8 +176,8 @@ const (
 )
 
 // WithDefaults returns the spec with its zero or negative resources (CPUs,
-// MemoryMB, PidsMax, DiskMB) set to the defaults, as every backend applies
-// them.
+// MemoryMB, PidsMax, DiskMB, DiskInodes) set to the defaults, as every
+// backend applies them.
 func (s Spec) WithDefaults() Spec {
 	if s.CPUs <= 0 {
 		s.CPUs = DefaultCPUs
@@ -188,17 +191,24 @@ func (s Spec) WithDefaults() Spec {
 	if s.DiskMB <= 0 {
 		s.DiskMB = DefaultDiskMB
 	}
+	if s.DiskInodes <= 0 {
+		s.DiskInodes = DefaultDiskInodes
+	}
 	return s
 }
 
 // Defaults applied by backends to zero Spec fields (Spec.WithDefaults).
 const (
-	DefaultCPUs      = 1.0
-	DefaultMemoryMB  = 2048
-	DefaultPidsMax   = 1024
-	DefaultDiskMB    = 10240
-	DefaultMaxOutput = 1 << 20  // bytes kept per stream by Exec
-	DefaultReadLimit = 16 << 20 // bytes ReadFile returns when asked for no limit
+	DefaultCPUs     = 1.0
+	DefaultMemoryMB = 2048
+	DefaultPidsMax  = 1024
+	DefaultDiskMB   = 10240
+	// DefaultDiskInodes bounds what a sandbox may create: a million
+	// files is more than a build of the Linux kernel leaves, and keeps
+	// the watchdog's walk near a second.
+	DefaultDiskInodes = 1_000_000
+	DefaultMaxOutput  = 1 << 20  // bytes kept per stream by Exec
+	DefaultReadLimit  = 16 << 20 // bytes ReadFile returns when asked for no limit
 )
 
 // ExecOptions tune one Exec call.

@@ -146,18 +146,57 @@ func ReadDataset(req abi.DatasetRequest) (abi.DatasetResponse, error) {
 	return r, err
 }
 
-// ReadAllRows reads every row of a dataset, page by page.
+// ReadAllRows reads every row of a dataset, page by page. A row the host
+// could not read (not JSON, over abi.MaxRow, a file that did not open) is
+// null: EachRow says why.
 func ReadAllRows(source, split string) ([]json.RawMessage, error) {
 	var rows []json.RawMessage
+	err := EachRow(source, split, func(_ int, row json.RawMessage, err error) error {
+		if err != nil {
+			row = json.RawMessage("null")
+		}
+		rows = append(rows, row)
+		return nil
+	})
+	return rows, err
+}
+
+// RowError is a dataset row the host could not read: Row is its index
+// (from 0), Reason names the file, the line or row, and why.
+type RowError struct {
+	Row    int
+	Reason string
+}
+
+func (e *RowError) Error() string { return e.Reason }
+
+// EachRow calls f with every row of a dataset in order, page by page, so
+// that a plugin holds a page at a time. A row the host could not read
+// comes with a nil row and a *RowError: that row is broken, the others go
+// on. EachRow stops at f's first error and returns it, or the host's
+// error when the dataset cannot be read at all.
+func EachRow(source, split string, f func(i int, row json.RawMessage, err error) error) error {
 	off := 0
 	for {
 		page, err := ReadDataset(abi.DatasetRequest{Source: source, Split: split, Offset: off})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rows = append(rows, page.Rows...)
+		bad := map[int]string{}
+		for _, e := range page.Errors {
+			bad[e.Row] = e.Error
+		}
+		for i, row := range page.Rows {
+			var rowErr error
+			if why, ok := bad[off+i]; ok {
+				row, rowErr = nil, &RowError{Row: off + i, Reason: why}
+			}
+			if err := f(off+i, row, rowErr); err != nil {
+				return err
+			}
+		}
 		if page.EOF || page.Next <= off {
-			return rows, nil
+			return nil
 		}
 		off = page.Next
 	}
@@ -180,3 +219,32 @@ const (
 
 // Log writes a line to the host's log.
 func Log(level int, msg string) { hostLog(int32(level), msg) }
+
+// MaxSkipped is how many skipped tasks a Skips lists one by one.
+const MaxSkipped = 1000
+
+// Skips collects the tasks tasks.load skips (TasksResponse.Skipped): the
+// first MaxSkipped one by one, the rest counted in one last entry, so that
+// a dataset of a million rows without a task in them still answers within
+// the host's bounds.
+type Skips struct {
+	list []abi.Skipped
+	more int
+}
+
+// Add skips the task id for reason.
+func (s *Skips) Add(id, reason string) {
+	if len(s.list) == MaxSkipped {
+		s.more++
+		return
+	}
+	s.list = append(s.list, abi.Skipped{ID: id, Reason: reason})
+}
+
+// List is what to answer as TasksResponse.Skipped.
+func (s *Skips) List() []abi.Skipped {
+	if s.more == 0 {
+		return s.list
+	}
+	return append(s.list, abi.Skipped{ID: fmt.Sprintf("(%d more)", s.more), Reason: fmt.Sprintf("%d more tasks were skipped; the first %d are listed", s.more, MaxSkipped)})
+}

@@ -7,11 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,9 +28,13 @@ import (
 const maxAttackRSS = 300 << 20
 
 // peakRSS runs the real binary with args in dir and returns its peak
-// resident set size and what it printed.
+// resident set size and what it printed. A child's peak starts at what
+// this process holds when it forks (Linux keeps the forked copy's high
+// water mark across exec): the test gives its memory back first, and
+// never holds an attack's bytes itself.
 func peakRSS(t *testing.T, dir string, args ...string) (int64, string) {
 	t.Helper()
+	debug.FreeOSMemory()
 	cmd := exec.Command(buildProctor(t), args...)
 	cmd.Dir = dir
 	out, _ := cmd.CombinedOutput()
@@ -38,11 +45,27 @@ func peakRSS(t *testing.T, dir string, args ...string) (int64, string) {
 	return ru.Maxrss << 10, string(out) // Maxrss is in KiB on Linux
 }
 
-// TestAttackPeakRSS runs proctor against two attacks on its reads: a model
-// endpoint that answers with 1 GiB, and a Terminal-Bench dataset row whose
-// environment holds a 1 GiB sparse file (1.4 MB gzipped). Each is refused
-// (a model error; the row cannot run) and proctor's peak memory stays
-// under maxAttackRSS: it took 5.9 GB and 5.5 GB once.
+// pluginMiB is the memory the hostile attacks give the plugin's instance
+// ([env] memory_mb, its default): the instance's own linear memory, in
+// which it builds what it sends, is the plugin's, bounded by that key.
+const pluginMiB = 256
+
+// checkRSS logs the peak RSS of an attack and fails it over maxAttackRSS
+// plus extra, what the attack's plugin may hold of its own.
+func checkRSS(t *testing.T, rss, extra int64) {
+	t.Helper()
+	t.Logf("peak RSS %d MiB", rss>>20)
+	if rss > maxAttackRSS+extra {
+		t.Errorf("peak RSS %d MiB, over %d MiB", rss>>20, (maxAttackRSS+extra)>>20)
+	}
+}
+
+// TestAttackPeakRSS runs proctor against attacks on its reads: a model
+// endpoint that answers with 1 GiB, a Terminal-Bench dataset row whose
+// environment holds a 1 GiB sparse file (1.4 MB gzipped), and a plugin or
+// a dataset that fills each buffer the host keeps (hostileAttacks). Each
+// is refused or cut, and proctor's peak memory stays under maxAttackRSS:
+// they took 5.9 GB, 5.5 GB, and up to 9.9 GB once.
 func TestAttackPeakRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
@@ -60,30 +83,33 @@ func TestAttackPeakRSS(t *testing.T) {
 			fmt.Fprint(w, `"}}]}`)
 		}))
 		defer srv.Close()
-		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
-[model]
-base_url = %q
-name = "m"
-[agent]
-kind = "llm"
-[sandbox]
-backend = "local"
-[env]
-plugin = %q
-[env.config]
-image = "none"
-tasks = [{ id = "t", text = "x" }]
-`, srv.URL+"/v1", wasmtest.Build(t, "./plugins/example"))), 0o644)
-		rss, out := peakRSS(t, dir, "eval", "run.toml", "--out", "out")
+		rss, out, _ := modelAttack(t, srv.URL)
 		if !strings.Contains(out, "model response too large") {
 			t.Fatalf("the answer was not refused:\n%s", out)
 		}
-		t.Logf("peak RSS %d MiB", rss>>20)
-		if rss > maxAttackRSS {
-			t.Errorf("peak RSS %d MiB, over %d MiB", rss>>20, maxAttackRSS>>20)
-		}
+		checkRSS(t, rss, 0)
 	})
+	t.Run("model answers that add up", func(t *testing.T) {
+		// 8 MiB answers, each with a tool call so the loop goes on: 60
+		// turns of them were 480 MB held and sent again every turn.
+		chunk := bytes.Repeat([]byte("a"), 1<<20)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"`)
+			for range 8 {
+				w.Write(chunk)
+			}
+			fmt.Fprint(w, `","tool_calls":[{"id":"c","type":"function","function":{"name":"terminal","arguments":"{\"command\":\"true\"}"}}]}}]}`)
+		}))
+		defer srv.Close()
+		rss, out, dir := modelAttack(t, srv.URL)
+		if b, _ := os.ReadFile(filepath.Join(dir, "out", "results.jsonl")); !strings.Contains(string(b), `"stop_reason":"transcript_limit"`) {
+			t.Fatalf("the loop was not stopped:\n%s\n%s", lastLines(out, 20), b)
+		}
+		checkRSS(t, rss, 0)
+	})
+	hostileAttacks(t)
 	t.Run("sparse file in a dataset row", func(t *testing.T) {
 		sandboxtest.RequireDocker(t)
 		dir := t.TempDir()
@@ -112,9 +138,122 @@ dataset = "rows.jsonl"
 		if !strings.Contains(out, "environment_tar: archive holds over 64 MiB once decompressed") {
 			t.Fatalf("the row was not refused:\n%s", out)
 		}
-		t.Logf("peak RSS %d MiB", rss>>20)
-		if rss > maxAttackRSS {
-			t.Errorf("peak RSS %d MiB, over %d MiB", rss>>20, maxAttackRSS>>20)
+		checkRSS(t, rss, 0)
+	})
+}
+
+// modelAttack runs an llm agent of 60 turns at most against the endpoint
+// at url, on the local backend, and returns its peak RSS, what it printed
+// and its folder (the run is out/ in it).
+func modelAttack(t *testing.T, url string) (int64, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[model]
+base_url = %q
+name = "m"
+[agent]
+kind = "llm"
+max_turns = 60
+[sandbox]
+backend = "local"
+[env]
+plugin = %q
+[env.config]
+image = "none"
+tasks = [{ id = "t", text = "x" }]
+`, url+"/v1", wasmtest.Build(t, "./plugins/example"))), 0o644)
+	rss, out := peakRSS(t, dir, "eval", "run.toml", "--out", "out")
+	return rss, out, dir
+}
+
+// hostileAttacks are TestAttackPeakRSS's attacks by a plugin and a
+// dataset on the host's buffers (docs/security.md, "Reads the host
+// bounds"), on the local backend: each runs the real binary and checks
+// what it printed or recorded, and its peak memory.
+func hostileAttacks(t *testing.T) {
+	hostile := wasmtest.Build(t, "./cmd/proctor/testdata/plugins/hostile")
+	for _, a := range []struct {
+		name, config, want string
+		args               []string
+	}{
+		// Two 1 GiB outputs asked for whole took 9.9 GB.
+		{"exec output", `exec = "head -c 1073741824 /dev/zero; head -c 1073741824 /dev/zero >&2"` + "\nexec_max = 1073741824",
+			`exec: stdout [0-9]+ bytes, stderr [0-9]+ bytes, truncated true`, nil},
+		// A 50 MB prompt took 568 MiB, and wrote a 52 MB transcript.
+		{"prompt", "prompt_mb = 50", `the answer is 52428811 bytes, over the 12648448 a prompt.format answer may be`, nil},
+		// 200,000 named scores wrote 13.8 MB a record.
+		{"named scores", "score_count = 200000", `200000 named scores, over the 256 a verdict may hold`, nil},
+		{"tests", "test_count = 200000", `200000 tests, over the 100000 a verdict may list`, nil},
+		// 50,000,000 attempts took 3.3 GB before any rollout.
+		{"attempts", "", `run.attempts: 50000000 is over 10000`, []string{"--set", "run.attempts=50000000"}},
+		{"task list", "task_count = 100001", `over 100000 tasks, the most a run takes`, nil},
+		{"plugin log", "log_lines = 100000", `plugin log over its budget`, nil},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[agent]
+kind = "nop"
+[sandbox]
+backend = "local"
+[env]
+plugin = %q
+hook_timeout = "30m"
+memory_mb = %d
+[env.config]
+reward = 1
+%s
+`, hostile, pluginMiB, a.config)), 0o644)
+			rss, out := peakRSS(t, dir, append([]string{"eval", "run.toml", "--out", "out"}, a.args...)...)
+			b, _ := os.ReadFile(filepath.Join(dir, "out", "results.jsonl"))
+			if !regexp.MustCompile(a.want).MatchString(out + string(b)) {
+				t.Fatalf("no %q in what proctor printed or recorded:\n%s", a.want, lastLines(out, 20))
+			}
+			checkRSS(t, rss, pluginMiB<<20)
+		})
+	}
+	t.Run("dataset rows", func(t *testing.T) {
+		// A tb2 JSONL whose rows are 200 MB, 300 MB, not JSON, and
+		// 2,000,000 tiny ones: each bad row is its own broken task, the
+		// good one is listed.
+		dir := t.TempDir()
+		f, err := os.Create(filepath.Join(dir, "rows.jsonl"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		good, _ := json.Marshal(map[string]any{"task_name": "good", "instruction": "x", "test_sh": "true", "docker_image": "proctor-base:bookworm"})
+		f.Write(append(good, '\n'))
+		x := bytes.Repeat([]byte("x"), 1<<20)
+		for _, n := range []int{200, 300} {
+			f.WriteString(`{"task_name":"huge","instruction":"`)
+			for range n {
+				f.Write(x)
+			}
+			f.WriteString("\"}\n")
+		}
+		f.WriteString("{\"task_name\": \"cut\n")
+		tiny := bytes.Repeat([]byte("{}\n"), 1000)
+		for range 2000 {
+			f.Write(tiny)
+		}
+		f.Close()
+		os.WriteFile(filepath.Join(dir, "run.toml"), []byte(fmt.Sprintf(`
+[agent]
+kind = "nop"
+[env]
+plugin = %q
+hook_timeout = "30m"
+[env.config]
+dataset = "rows.jsonl"
+`, wasmtest.Build(t, "./plugins/tb2"))), 0o644)
+		rss, out := peakRSS(t, dir, "tasks", "run.toml")
+		for _, want := range []string{"(?m)^good\t", "(?m)^row 1\t.*broken: dataset rows.jsonl: line 2 is over 32 MiB",
+			"(?m)^row 2\t.*line 3 is over 32 MiB", "(?m)^row 3\t.*line 4 is not a JSON object"} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Fatalf("no %q in:\n%s", want, lastLines(out, 20))
+			}
+		}
+		checkRSS(t, rss, 0)
 	})
 }

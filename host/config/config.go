@@ -260,7 +260,11 @@ type Sandbox struct {
 	// DiskMB is what a sandbox may write, for tasks that set no limit of
 	// their own (default 10240).
 	DiskMB int64 `toml:"disk_mb" json:"disk_mb,omitempty"`
-	Pull   bool  `toml:"pull" json:"pull"`
+	// DiskInodes is how many files, folders and links a sandbox may
+	// create, for tasks that set no limit of their own (default
+	// 1,000,000).
+	DiskInodes int64 `toml:"disk_inodes" json:"disk_inodes,omitempty"`
+	Pull       bool  `toml:"pull" json:"pull"`
 	// Isolation keeps the agent's processes apart from the verifier's
 	// (docker: the warden's namespaces, which need CAP_SYS_ADMIN in the
 	// container's bounding set). Default true; off only for engines that
@@ -795,6 +799,8 @@ func (c *Config) validate(data []byte) error {
 		return bad("run.concurrency", "must be at least 1", "")
 	case c.Run.Attempts < 1:
 		return bad("run.attempts", "must be at least 1", "")
+	case c.Run.Attempts > MaxAttempts:
+		return bad("run.attempts", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", c.Run.Attempts, MaxAttempts), "")
 	case c.Run.Retries < 0:
 		return bad("run.retries", "must not be negative", "")
 	case c.Run.Prestart != nil && *c.Run.Prestart < 0:
@@ -834,6 +840,8 @@ func (c *Config) validate(data []byte) error {
 		return bad("sandbox.pids_max", "must not be negative", "")
 	case c.Sandbox.DiskMB < 0:
 		return bad("sandbox.disk_mb", "must not be negative", "")
+	case c.Sandbox.DiskInodes < 0:
+		return bad("sandbox.disk_inodes", "must not be negative", "")
 	}
 	if c.Agent.Kind == "llm" {
 		if c.Model.Name == "" {
@@ -852,6 +860,8 @@ func (c *Config) validate(data []byte) error {
 	switch {
 	case c.Process.GroupSize < 1:
 		return bad("process.group_size", "must be at least 1", "")
+	case c.Process.GroupSize > MaxAttempts:
+		return bad("process.group_size", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", c.Process.GroupSize, MaxAttempts), "")
 	case c.Process.MaxTokens < 0:
 		return bad("process.max_tokens", "must not be negative", "0 means no limit")
 	}
@@ -890,6 +900,15 @@ func (c *Config) validate(data []byte) error {
 // MaxPluginMemoryMB is the most memory a plugin instance can have: a
 // 32-bit WebAssembly module addresses 4 GiB.
 const MaxPluginMemoryMB = 4096
+
+// Bounds on what a run plans, which it holds in memory before the first
+// rollout starts: at most MaxAttempts attempts of a task ([run] attempts,
+// [process] group_size, [serve.eval] attempts), and at most MaxRollouts
+// rollouts (tasks times attempts).
+const (
+	MaxAttempts = 10_000
+	MaxRollouts = 1_000_000
+)
 
 // checkName refuses a run name that is not one folder's name: it would
 // put the run directory outside run.out_dir.
@@ -941,6 +960,8 @@ func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func
 		return bad("serve.drain_timeout", "must not be negative", "")
 	case s.Eval.Attempts < 1:
 		return bad("serve.eval.attempts", "must be at least 1", "")
+	case s.Eval.Attempts > MaxAttempts:
+		return bad("serve.eval.attempts", fmt.Sprintf("%d is over %d, the most attempts a run makes of a task", s.Eval.Attempts, MaxAttempts), "")
 	case s.Eval.Concurrency < 1:
 		return bad("serve.eval.concurrency", "must be at least 1", "")
 	}

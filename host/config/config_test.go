@@ -57,6 +57,12 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\n[[reward]]\nplugin='j.wasm'\ngrants = ['model.compete']", `reward.grants: unknown capability "model.compete"`, `did you mean "model.complete"?`},
 		{"[agent]\nkind='nop'\n[run]\nprestart = -1\n[env]\nplugin='x'", "x.toml:4: run.prestart", "0 turns"},
 		{"[agent]\nkind='nop'\n[env]\nplugin='x'\ngrants = ['everything']", `unknown capability "everything"`, `the host operations are sandbox.exec`},
+		// What a run plans is held in memory before the first rollout:
+		// 50,000,000 attempts took 3.3 GB.
+		{"[agent]\nkind='nop'\n[run]\nattempts = 50000000\n[env]\nplugin='x'", "x.toml:4: run.attempts: 50000000 is over 10000, the most attempts a run makes of a task", ""},
+		{"[agent]\nkind='nop'\n[process]\ngroup_size = 20000\n[env]\nplugin='x'", "process.group_size: 20000 is over 10000", ""},
+		{"[agent]\nkind='nop'\n[serve.eval]\nattempts = 20000\n[env]\nplugin='x'", "serve.eval.attempts: 20000 is over 10000", ""},
+		{"[agent]\nkind='nop'\n[sandbox]\ndisk_inodes = -1\n[env]\nplugin='x'", "sandbox.disk_inodes: must not be negative", ""},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)

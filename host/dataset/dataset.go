@@ -7,30 +7,26 @@
 // a folder of task folders: one row per subfolder, {"name": ..., "tar":
 // base64 of a gzip tar of it}, the same shape dataset rows use to ship task
 // environments, so a plugin reads both the same way.
+//
+// Every file is opened under the folder the run's config names (for a
+// named file, the folder that holds it) as an os.Root: a link that leads
+// out of it, a FIFO or a device is that file's error, never a read of the
+// host's files. A dataset is indexed once (where each row is, not the rows)
+// and each page is read from its files when asked, so what the host holds
+// is a page, whatever the dataset's size. A row that cannot be read (not
+// JSON, over abi.MaxRow, a file that does not open) is that row's error,
+// null in the page and named in its Errors; the other rows are served.
 package dataset
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/parquet-go/parquet-go"
-
-	"github.com/proctor-dev/proctor/sandbox/archive"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -40,21 +36,25 @@ const DefaultLimit = 1000
 // Bounds on what a dataset may make the host hold: a dataset comes from
 // people the user may not know.
 const (
-	// MaxRow bounds one row: a JSONL line, a decoded parquet row, the
-	// tar of a task folder.
-	MaxRow = 256 << 20
-	// MaxJSONFile bounds a .json file, which is decoded whole (JSONL and
-	// parquet are read row by row).
-	MaxJSONFile = 1 << 30
+	// MaxRow bounds one row: a JSONL line, an element of a JSON array, a
+	// decoded parquet row, the tar of a task folder.
+	MaxRow = abi.MaxRow
 	// MaxPage bounds the rows of one answer: a page ends early, at a row
 	// boundary (Next says where to go on), once it holds this much.
 	MaxPage = 32 << 20
+	// MaxRows bounds the rows of a dataset (its index holds 12 bytes a
+	// row); the rows past it are one row's error.
+	MaxRows = 2_000_000
+	// MaxFiles bounds the data files (or task folders) of a folder.
+	MaxFiles = 100_000
+	// MaxColumns bounds the columns a request may keep (each is looked
+	// up in every row of the page).
+	MaxColumns = 1000
 )
 
 // Reader reads datasets for one run. It serves only the datasets the run
 // names (Named): a plugin, which may come from anywhere, must not read the
-// user's files. It caches decoded files in memory so paging through a
-// large file decodes it once.
+// user's files. It keeps each dataset's index, not its rows.
 type Reader struct {
 	// BaseDir resolves relative sources (the config file's folder).
 	BaseDir string
@@ -67,7 +67,7 @@ type Reader struct {
 	Named []string
 
 	mu    sync.Mutex
-	cache map[string][]json.RawMessage
+	cache map[string]*table
 }
 
 // DeniedError is a request for a dataset the run does not serve: one the
@@ -91,7 +91,10 @@ func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetR
 	if err := r.check(req.Source); err != nil {
 		return abi.DatasetResponse{}, err
 	}
-	rows, err := r.rows(ctx, req.Source, req.Split)
+	if len(req.Columns) > MaxColumns {
+		return abi.DatasetResponse{}, fmt.Errorf("dataset %s: %d columns asked for, over the %d a request may keep", req.Source, len(req.Columns), MaxColumns)
+	}
+	t, err := r.table(ctx, req.Source, req.Split)
 	if err != nil {
 		return abi.DatasetResponse{}, err
 	}
@@ -99,17 +102,67 @@ func (r *Reader) Read(ctx context.Context, req abi.DatasetRequest) (abi.DatasetR
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	off := min(max(req.Offset, 0), len(rows))
-	end, size := off, 0
-	for end < len(rows) && end-off < limit && (end == off || size+len(rows[end]) <= MaxPage) {
-		size += len(rows[end])
-		end++
+	off := min(max(req.Offset, 0), t.len())
+	resp := abi.DatasetResponse{Rows: []json.RawMessage{}}
+	size := 0
+	end := t.read(off, func(i int, row json.RawMessage, rowErr error) bool {
+		if i-off >= limit || i > off && size+len(row) > MaxPage {
+			return false
+		}
+		size += len(row)
+		if rowErr != nil {
+			resp.Rows = append(resp.Rows, json.RawMessage("null"))
+			resp.Errors = append(resp.Errors, abi.RowError{Row: i, Error: rowErr.Error()})
+			return true
+		}
+		if len(req.Columns) > 0 {
+			row = project(row, req.Columns)
+		}
+		resp.Rows = append(resp.Rows, row)
+		return true
+	})
+	resp.Next, resp.EOF = end, end >= t.len()
+	return resp, nil
+}
+
+// table is the index of source (at split), built on its first request.
+func (r *Reader) table(ctx context.Context, source, split string) (*table, error) {
+	key := source + "\x00" + split
+	r.mu.Lock()
+	t, ok := r.cache[key]
+	r.mu.Unlock()
+	if ok {
+		return t, nil
 	}
-	page := rows[off:end]
-	if len(req.Columns) > 0 {
-		page = project(page, req.Columns)
+	root, name, shown := r.resolve(source), "", source
+	if strings.HasPrefix(source, "hf://") {
+		if r.Hub == nil {
+			return nil, fmt.Errorf("dataset %s: Hugging Face datasets are not enabled", source)
+		}
+		dir, err := r.Hub.Fetch(ctx, source)
+		if err != nil {
+			return nil, err
+		}
+		root, name = dir, "."
+	} else if fi, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", source, err)
+	} else if fi.IsDir() {
+		name = "."
+	} else {
+		// A named file is read under the folder that holds it.
+		root, name = filepath.Dir(root), filepath.Base(root)
 	}
-	return abi.DatasetResponse{Rows: page, Next: end, EOF: end >= len(rows)}, nil
+	t, err := index(root, name, shown, split)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.cache == nil {
+		r.cache = map[string]*table{}
+	}
+	r.cache[key] = t
+	r.mu.Unlock()
+	return t, nil
 }
 
 // check refuses a source the run does not name, and a folder no run may
@@ -166,318 +219,19 @@ func hfRepo(source string) (string, bool) {
 	return repo, true
 }
 
-func project(rows []json.RawMessage, cols []string) []json.RawMessage {
-	out := make([]json.RawMessage, len(rows))
-	for i, row := range rows {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(row, &m) != nil {
-			out[i] = row
-			continue
-		}
-		keep := map[string]json.RawMessage{}
-		for _, c := range cols {
-			if v, ok := m[c]; ok {
-				keep[c] = v
-			}
-		}
-		out[i], _ = json.Marshal(keep)
+// project keeps the columns cols of row (a row that is not an object is
+// kept whole).
+func project(row json.RawMessage, cols []string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(row, &m) != nil {
+		return row
 	}
+	keep := map[string]json.RawMessage{}
+	for _, c := range cols {
+		if v, ok := m[c]; ok {
+			keep[c] = v
+		}
+	}
+	out, _ := json.Marshal(keep)
 	return out
-}
-
-func (r *Reader) rows(ctx context.Context, source, split string) ([]json.RawMessage, error) {
-	key := source + "\x00" + split
-	r.mu.Lock()
-	if rows, ok := r.cache[key]; ok {
-		r.mu.Unlock()
-		return rows, nil
-	}
-	r.mu.Unlock()
-	path := source
-	if strings.HasPrefix(source, "hf://") {
-		if r.Hub == nil {
-			return nil, fmt.Errorf("dataset %s: Hugging Face datasets are not enabled", source)
-		}
-		dir, err := r.Hub.Fetch(ctx, source)
-		if err != nil {
-			return nil, err
-		}
-		path = dir
-	} else if !filepath.IsAbs(path) {
-		path = filepath.Join(r.BaseDir, path)
-	}
-	rows, err := ReadPath(path, split)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	if r.cache == nil {
-		r.cache = map[string][]json.RawMessage{}
-	}
-	r.cache[key] = rows
-	r.mu.Unlock()
-	return rows, nil
-}
-
-func isData(name string) bool {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".json", ".jsonl", ".parquet":
-		return true
-	}
-	return false
-}
-
-// ReadPath reads every row of a file or folder.
-func ReadPath(path, split string) ([]json.RawMessage, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", path, err)
-	}
-	if !fi.IsDir() {
-		return ReadFile(path)
-	}
-	var files []string
-	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && isData(p) && (split == "" || strings.Contains(filepath.ToSlash(p[len(path):]), split)) {
-			files = append(files, p)
-		}
-		if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != path {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	if len(files) == 0 {
-		return taskFolders(path)
-	}
-	sort.Strings(files)
-	var rows []json.RawMessage
-	for _, f := range files {
-		rs, err := ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, rs...)
-	}
-	return rows, nil
-}
-
-// ReadFile reads one data file by its extension.
-func ReadFile(path string) ([]json.RawMessage, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", path, err)
-	}
-	defer f.Close()
-	var rows []json.RawMessage
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".jsonl":
-		rows, err = decodeJSONL(f)
-	case ".json":
-		rows, err = decodeJSON(f)
-	case ".parquet":
-		fi, serr := f.Stat()
-		if serr != nil {
-			return nil, serr
-		}
-		rows, err = decodeParquet(f, fi.Size())
-	default:
-		err = errors.New("unknown format: want .json, .jsonl or .parquet")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", path, err)
-	}
-	return rows, nil
-}
-
-func decodeJSONL(r io.Reader) ([]json.RawMessage, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	var rows []json.RawMessage
-	for n := 1; ; n++ {
-		line, err := readLine(br, MaxRow)
-		if errors.Is(err, errLineTooLong) {
-			return nil, fmt.Errorf("line %d is over %d MiB, the most a row may be", n, MaxRow>>20)
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if !json.Valid(t) || t[0] != '{' {
-				return nil, fmt.Errorf("line %d is not a JSON object (is the file truncated, or not JSONL?)", n)
-			}
-			rows = append(rows, json.RawMessage(bytes.Clone(t)))
-		}
-		if err == io.EOF {
-			return rows, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// errLineTooLong: a line over the most readLine reads.
-var errLineTooLong = errors.New("line too long")
-
-// readLine reads up to and including the next '\n' (or to EOF), at most
-// max bytes of it: a longer line is errLineTooLong, and what was read of
-// it is dropped as it goes.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > max {
-			return nil, errLineTooLong
-		}
-		line = append(line, chunk...)
-		if err != bufio.ErrBufferFull {
-			return line, err
-		}
-	}
-}
-
-func decodeJSON(r io.Reader) ([]json.RawMessage, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxJSONFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxJSONFile {
-		return nil, fmt.Errorf("a .json file is read whole, and this one is over %d MiB: write it as JSONL or parquet, which are read row by row", MaxJSONFile>>20)
-	}
-	var rows []json.RawMessage
-	if err := json.Unmarshal(b, &rows); err == nil {
-		return rows, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("not JSON (is the file truncated?): %v", err)
-	}
-	for _, k := range []string{"rows", "data", "tasks", "instances"} {
-		if v, ok := obj[k]; ok {
-			if err := json.Unmarshal(v, &rows); err == nil {
-				return rows, nil
-			}
-		}
-	}
-	return nil, errors.New(`want an array of objects, or an object with one under "rows", "data", "tasks" or "instances"`)
-}
-
-func decodeParquet(r io.ReaderAt, size int64) (rows []json.RawMessage, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("not a readable parquet file: %v", p)
-		}
-	}()
-	f, err := parquet.OpenFile(r, size)
-	if err != nil {
-		return nil, fmt.Errorf("not a parquet file (truncated, or another format?): %w", err)
-	}
-	rd := parquet.NewGenericReader[map[string]any](f, f.Schema())
-	defer rd.Close()
-	for {
-		batch := make([]map[string]any, 256)
-		for i := range batch {
-			batch[i] = map[string]any{}
-		}
-		n, err := rd.Read(batch)
-		for _, m := range batch[:n] {
-			b, merr := json.Marshal(clean(m))
-			if merr != nil {
-				return nil, merr
-			}
-			if len(b) > MaxRow {
-				return nil, fmt.Errorf("row %d is over %d MiB, the most a row may be", len(rows)+1, MaxRow>>20)
-			}
-			rows = append(rows, b)
-		}
-		if err == io.EOF {
-			return rows, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read parquet rows: %w", err)
-		}
-	}
-}
-
-// clean makes parquet values JSON-friendly: byte strings that are not UTF-8
-// become base64.
-func clean(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = clean(e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = clean(e)
-		}
-		return x
-	case string:
-		if !utf8.ValidString(x) {
-			return base64.StdEncoding.EncodeToString([]byte(x))
-		}
-		return x
-	case []byte:
-		if utf8.Valid(x) {
-			return string(x)
-		}
-		return base64.StdEncoding.EncodeToString(x)
-	}
-	return v
-}
-
-// taskFolders reads a folder of folders as one row per subfolder.
-func taskFolders(dir string) ([]json.RawMessage, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", dir, err)
-	}
-	var rows []json.RawMessage
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		tgz, err := TarGz(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", dir, err)
-		}
-		b, _ := json.Marshal(map[string]any{"name": e.Name(), "tar": tgz})
-		rows = append(rows, b)
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("dataset %s: no .json, .jsonl or .parquet files and no task folders", dir)
-	}
-	return rows, nil
-}
-
-// TarGz packs a folder (its contents, relative names) as a gzip tar, of
-// at most MaxRow bytes.
-func TarGz(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&capped{w: &buf, left: MaxRow, what: dir})
-	tw := tar.NewWriter(zw)
-	err := archive.Pack(tw, dir, dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// capped writes to w until left bytes are written, then fails saying what
-// was too large.
-type capped struct {
-	w    io.Writer
-	left int
-	what string
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if len(p) > c.left {
-		return 0, fmt.Errorf("%s packs to over %d MiB, the most a row may be", c.what, MaxRow>>20)
-	}
-	c.left -= len(p)
-	return c.w.Write(p)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -67,6 +68,8 @@ func TestFormatsAndPaging(t *testing.T) {
 	}
 }
 
+// TestBadFiles: a file that cannot be read is one row's error naming it;
+// the rows of the other files, and the good lines of a file, are served.
 func TestBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
@@ -76,11 +79,46 @@ func TestBadFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "cut.parquet"), buf.Bytes()[:buf.Len()/2], 0o644)
 	os.WriteFile(filepath.Join(dir, "lies.parquet"), []byte(`{"task_name":"x"}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "cut.jsonl"), []byte("{\"a\":1}\n{\"a\":"), 0o644)
-	for _, f := range []string{"cut.parquet", "lies.parquet", "cut.jsonl"} {
-		_, err := ReadFile(filepath.Join(dir, f))
-		if err == nil || !strings.Contains(err.Error(), f) {
-			t.Errorf("%s: want an error naming the file, got %v", f, err)
+	os.WriteFile(filepath.Join(dir, "good.jsonl"), []byte("{\"a\":2}\n"), 0o644)
+	rows, errs := readAll(t, &Reader{BaseDir: dir, Named: []string{"."}}, ".")
+	// Files in order: cut.jsonl, cut.parquet, good.jsonl, lies.parquet.
+	if len(rows) != 5 || string(rows[0]) != `{"a":1}` || rows[1] != nil || string(rows[3]) != `{"a":2}` {
+		t.Fatalf("rows %q", rows)
+	}
+	for i, want := range map[int]string{1: "dataset cut.jsonl: line 2 is not a JSON object", 2: "dataset cut.parquet: not a", 4: "dataset lies.parquet: not a"} {
+		if !strings.Contains(errs[i], want) {
+			t.Errorf("row %d: %q, want %q", i, errs[i], want)
 		}
+	}
+}
+
+// readAll reads every row of source, page by page: the rows (nil for one
+// that could not be read) and the errors by row.
+func readAll(t testing.TB, r *Reader, source string) ([]json.RawMessage, map[int]string) {
+	t.Helper()
+	var rows []json.RawMessage
+	errs := map[int]string{}
+	for off := 0; ; {
+		page, err := r.Read(context.Background(), abi.DatasetRequest{Source: source, Offset: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Errors {
+			errs[e.Row] = e.Error
+		}
+		for i, row := range page.Rows {
+			if string(row) == "null" {
+				if _, ok := errs[off+i]; !ok {
+					t.Fatalf("row %d is null without an error", off+i)
+				}
+				row = nil
+			}
+			rows = append(rows, row)
+		}
+		if page.EOF || page.Next <= off {
+			return rows, errs
+		}
+		off = page.Next
 	}
 }
 
@@ -88,9 +126,9 @@ func TestTaskFolders(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "t1", "tests"), 0o755)
 	os.WriteFile(filepath.Join(dir, "t1", "task.toml"), []byte("x=1"), 0o644)
-	rows, err := ReadPath(dir, "")
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("%v %d", err, len(rows))
+	rows, errs := readAll(t, &Reader{BaseDir: dir, Named: []string{"."}}, ".")
+	if len(rows) != 1 || len(errs) != 0 {
+		t.Fatalf("%v %d", errs, len(rows))
 	}
 	var m struct{ Name, Tar string }
 	json.Unmarshal(rows[0], &m)
@@ -179,19 +217,34 @@ func TestOnlyNamedDatasets(t *testing.T) {
 	}
 }
 
+// FuzzJSONRows indexes arbitrary bytes as JSONL and as JSON: every row
+// indexed lies within the file and is the JSON it claims, never over
+// MaxRow.
 func FuzzJSONRows(f *testing.F) {
 	f.Add([]byte("{\"a\":1}\n"))
-	f.Add([]byte(`[{"a":1}]`))
-	f.Add([]byte(`{"rows":[{"a":1}]}`))
+	f.Add([]byte("  {\"a\":1}  \r\n\nnot json\n{}"))
+	f.Add([]byte(`[{"a":1}, 2, "x"]`))
+	f.Add([]byte(`{"meta":{"x":[1,{"y":2}]},"rows":[{"a":1}],"data":[{"b":2}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if rows, err := decodeJSONL(bytes.NewReader(data)); err == nil {
-			for _, r := range rows {
-				if !json.Valid(r) {
-					t.Fatalf("invalid row %q", r)
+		for _, index := range []func(io.Reader, string, string, int) (part, error){indexJSONL, indexJSON} {
+			p, err := index(bytes.NewReader(data), "f", "f", 100)
+			if err != nil {
+				continue
+			}
+			s, ok := p.(*spans)
+			if !ok {
+				t.Fatalf("%T", p)
+			}
+			for i := range s.off {
+				if s.errs[i] != nil {
+					continue
+				}
+				end := s.off[i] + int64(s.n[i])
+				if s.off[i] < 0 || end > int64(len(data)) || !json.Valid(data[s.off[i]:end]) || s.object && data[s.off[i]] != '{' {
+					t.Fatalf("row %d at %d+%d is not a row of %q", i, s.off[i], s.n[i], data)
 				}
 			}
 		}
-		decodeJSON(bytes.NewReader(data))
 	})
 }
 
@@ -205,7 +258,19 @@ func FuzzParquet(f *testing.F) {
 	w.Close()
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		decodeParquet(bytes.NewReader(data), int64(len(data)))
+		pf, err := openParquet(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		p := &pqRows{n: int(min(pf.NumRows(), 16))}
+		rd := parquet.NewGenericReader[map[string]any](pf, pf.Schema())
+		defer rd.Close()
+		func() {
+			defer func() { recover() }()
+			for i := range p.n {
+				p.row(rd, i)
+			}
+		}()
 	})
 }
 
@@ -213,11 +278,14 @@ func FuzzParquet(f *testing.F) {
 // a page ends early once it holds MaxPage, at a row boundary.
 func TestBoundedReads(t *testing.T) {
 	br := bufio.NewReaderSize(strings.NewReader("short\n"+strings.Repeat("x", 100)+"\nlast"), 16)
-	if l, err := readLine(br, 10); err != nil || string(l) != "short\n" {
-		t.Fatalf("first line: %q %v", l, err)
+	if l, n, err := readLine(br, 10); err != nil || string(l) != "short\n" || n != 6 {
+		t.Fatalf("first line: %q %d %v", l, n, err)
 	}
-	if _, err := readLine(br, 10); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("long line: %v", err)
+	if _, n, err := readLine(br, 10); !errors.Is(err, errLineTooLong) || n != 101 {
+		t.Fatalf("long line: %d %v", n, err)
+	}
+	if l, n, err := readLine(br, 10); err != io.EOF || string(l) != "last" || n != 4 {
+		t.Fatalf("last line: %q %d %v", l, n, err)
 	}
 
 	dir := t.TempDir()

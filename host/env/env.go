@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -82,25 +81,40 @@ func (e *Plugin) CheckConfig(ctx context.Context) error {
 	return checkConfig(ctx, e.Wasm, e.ops(nil, hostInfo(e.Info), false), e.Log, e.Config)
 }
 
-// Tasks runs tasks.load on a throwaway instance.
+// Tasks runs tasks.load on a throwaway instance. Its answer is held to
+// the host's bounds (tasks.go): a task over one is listed skipped with the
+// reason, and more tasks than a run takes fail the hook.
 func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, error) {
 	inst, err := e.Wasm.Instantiate(ctx, wasm.InstanceConfig{Ops: e.ops(nil, hostInfo(e.Info), false), Log: e.Log})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer inst.Close(ctx)
-	var resp abi.TasksResponse
-	if err := inst.Call(ctx, abi.HookTasks, abi.TasksRequest{Config: e.Config}, &resp); err != nil {
+	in, err := json.Marshal(abi.TasksRequest{Config: e.Config})
+	if err != nil {
 		return nil, nil, err
+	}
+	out, err := inst.CallRaw(ctx, abi.HookTasks, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := decodeTasks(out)
+	if err != nil {
+		return nil, nil, &wasm.PluginError{Plugin: e.Wasm.Name(), Hook: abi.HookTasks, Kind: wasm.ErrBadOutput, Err: err}
 	}
 	seen := map[string]bool{}
 	var tasks []scheduler.Task
 	for _, t := range resp.Tasks {
+		if why := taskOverBounds(t); why != "" {
+			resp.skip(abi.Skipped{ID: cutText(t.ID, 64), Reason: why})
+			continue
+		}
 		if t.ID == "" || seen[t.ID] {
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.ID, Reason: "empty or duplicate task id"})
+			resp.skip(abi.Skipped{ID: t.ID, Reason: "empty or duplicate task id"})
 			continue
 		}
 		seen[t.ID] = true
+		t.Broken = cutText(t.Broken, abi.MaxErrorText)
 		raw, _ := json.Marshal(t)
 		tasks = append(tasks, scheduler.Task{
 			ID: t.ID, Category: t.Category, Difficulty: t.Difficulty,
@@ -111,7 +125,7 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 			Broken: t.Broken,
 		})
 	}
-	return tasks, resp.Skipped, nil
+	return tasks, resp.skipped(), nil
 }
 
 // NewRollout makes a fresh plugin instance for one rollout.
@@ -207,7 +221,7 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 	return sandbox.Spec{
 		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild, BuildHint: s.BuildHint,
 		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
-		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
+		DiskMB: s.DiskMB, DiskInodes: s.DiskInodes, Network: network, BuildNetwork: build, Private: s.Private,
 		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)), StartTimeoutFrom: s.BuildTimeoutFrom,
 	}, nil
 }
@@ -251,8 +265,19 @@ func (r *pluginRollout) Setup(ctx context.Context) error {
 
 func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 	var p abi.PromptResponse
-	err := r.call(ctx, abi.HookPrompt, r.req, &p)
-	return p.System, p.User, err
+	if err := r.call(ctx, abi.HookPrompt, r.req, &p); err != nil {
+		return "", "", err
+	}
+	if err := checkPrompt(p.System, p.User); err != nil {
+		return "", "", r.refuse(abi.HookPrompt, err)
+	}
+	return p.System, p.User, nil
+}
+
+// refuse is a hook's answer over one of the host's bounds: the plugin's
+// fault (class plugin), naming the plugin and the hook.
+func (r *pluginRollout) refuse(hook string, err error) error {
+	return scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin %s hook %s: %w", r.env.Wasm.Name(), hook, err))
 }
 
 // oracleGrace is how long the oracle's hook may go on past the agent's
@@ -325,42 +350,34 @@ func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (schedul
 		return scheduler.Verdict{}, err
 	}
 	if err := checkReward(v.Reward, v.Scores); err != nil {
-		return scheduler.Verdict{}, scheduler.WithClass(rundir.ClassPlugin, fmt.Errorf("plugin %s hook %s: %w", r.env.Wasm.Name(), abi.HookVerify, err))
+		return scheduler.Verdict{}, r.refuse(abi.HookVerify, err)
+	}
+	if err := checkTests(v.Tests); err != nil {
+		return scheduler.Verdict{}, r.refuse(abi.HookVerify, err)
 	}
 	return verdict(v), nil
 }
 
 // Bounds on the text of a verdict, which every record of the run keeps (in
 // results.jsonl and in memory): a verifier's output is what the tests
-// printed, and the agent decides much of that.
+// printed, and the agent decides much of that. Test messages are cut by
+// checkTests.
 const (
-	maxVerdictOutput = 1 << 20  // the verifier's output: its tail is kept
-	maxTestMessage   = 16 << 10 // one test's message: its head is kept
+	maxVerdictOutput = 1 << 20 // the verifier's output: its tail is kept
+	maxRewardSource  = 4 << 10 // where the reward came from: its head is kept
 )
 
 func verdict(v abi.VerifyResponse) scheduler.Verdict {
 	if n := len(v.Output); n > maxVerdictOutput {
 		v.Output = fmt.Sprintf("proctor: the verifier's output was %d bytes; its last %d follow\n", n, maxVerdictOutput) + strings.ToValidUTF8(v.Output[n-maxVerdictOutput:], "")
 	}
-	for i := range v.Tests {
-		if m := v.Tests[i].Message; len(m) > maxTestMessage {
-			v.Tests[i].Message = strings.ToValidUTF8(m[:maxTestMessage], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(m)-maxTestMessage)
-		}
-	}
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
-		Log: capLog(v.Log), RewardSource: v.RewardSource, Failure: capFailure(v.Failure)}
+		Log: capLog(v.Log), RewardSource: cutText(v.RewardSource, maxRewardSource), Failure: cutText(v.Failure, maxFailure)}
 }
 
 // maxFailure caps the reason a verifier reached no reward, which the
 // record keeps as its error.
 const maxFailure = 64 << 10
-
-func capFailure(s string) string {
-	if len(s) <= maxFailure {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxFailure], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-maxFailure)
-}
 
 // maxLog caps a verifier log or an oracle's output the host keeps of a
 // plugin's answer (abi.MaxVerifyLog, with room for a plugin's own cut
@@ -381,17 +398,12 @@ func capLog(s string) string {
 const MaxReward = 1e6
 
 // checkReward refuses a reward or a named score outside ±MaxReward, saying
-// which and what it was.
+// which and what it was, and more named scores than the host keeps.
 func checkReward(reward float64, scores map[string]float64) error {
 	if !inRange(reward) {
 		return fmt.Errorf("reward %g is outside the range a reward may take, finite and within ±%g", reward, float64(MaxReward))
 	}
-	for _, k := range slices.Sorted(maps.Keys(scores)) {
-		if !inRange(scores[k]) {
-			return fmt.Errorf("score %q is %g, outside the range a score may take, finite and within ±%g", k, scores[k], float64(MaxReward))
-		}
-	}
-	return nil
+	return checkScores(scores)
 }
 
 func inRange(x float64) bool { return x >= -MaxReward && x <= MaxReward } // false for NaN

@@ -99,21 +99,24 @@ func (h *hostOps) sandbox() (sandbox.Sandbox, error) {
 }
 
 // exec runs a command fresh: a plugin's command (setup, the verifier)
-// never runs with what the agent exported or the directory it left.
+// never runs with what the agent exported or the directory it left. The
+// output kept is at most abi.MaxExecOutput per stream, whatever the plugin
+// asks, and at most abi.MaxExecResponse as the answer's JSON.
 func (h *hostOps) exec(ctx context.Context, q abi.ExecRequest) (abi.ExecResponse, error) {
 	sb, err := h.sandbox()
 	if err != nil {
 		return abi.ExecResponse{}, err
 	}
 	res, err := sb.Exec(ctx, q.Cmd, sandbox.ExecOptions{
-		Timeout: time.Duration(q.TimeoutMs) * time.Millisecond, Workdir: q.Workdir, Env: q.Env, Stdin: q.Stdin, MaxOutput: q.MaxOutput,
-		Fresh: true,
+		Timeout: time.Duration(q.TimeoutMs) * time.Millisecond, Workdir: q.Workdir, Env: q.Env, Stdin: q.Stdin,
+		MaxOutput: min(q.MaxOutput, abi.MaxExecOutput), Fresh: true,
 	})
 	if err != nil {
 		return abi.ExecResponse{}, err
 	}
-	return abi.ExecResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut,
-		OOMKilled: res.OOMKilled, Truncated: res.Truncated, DurationMs: res.Duration.Milliseconds()}, nil
+	stdout, stderr, cut := fitExec(res.Stdout, res.Stderr)
+	return abi.ExecResponse{Stdout: stdout, Stderr: stderr, ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+		OOMKilled: res.OOMKilled, Truncated: res.Truncated || cut, DurationMs: res.Duration.Milliseconds()}, nil
 }
 
 // reset replaces the rollout's sandbox with a fresh one from the same

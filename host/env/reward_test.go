@@ -191,11 +191,15 @@ func BenchmarkRewardPlugin(b *testing.B) {
 // tail and says how long it was; a test's message keeps its head.
 func TestVerdictTextIsBounded(t *testing.T) {
 	out := strings.Repeat("a", 3*maxVerdictOutput) + "THE END"
-	v := verdict(abi.VerifyResponse{Output: out, Tests: []abi.TestResult{{Name: "t", Message: "HEAD" + strings.Repeat("m", 2*maxTestMessage)}}})
+	tests := []abi.TestResult{{Name: "t", Message: "HEAD" + strings.Repeat("m", 2*abi.MaxTestMessage)}}
+	if err := checkTests(tests); err != nil {
+		t.Fatal(err)
+	}
+	v := verdict(abi.VerifyResponse{Output: out, Tests: tests})
 	if len(v.Output) > maxVerdictOutput+200 || !strings.HasSuffix(v.Output, "THE END") || !strings.HasPrefix(v.Output, fmt.Sprintf("proctor: the verifier's output was %d bytes", len(out))) {
 		t.Errorf("output of %d bytes: %.100q", len(v.Output), v.Output)
 	}
-	if m := v.Tests[0].Message; len(m) > maxTestMessage+100 || !strings.HasPrefix(m, "HEAD") || !strings.Contains(m, "bytes cut]") {
+	if m := v.Tests[0].Message; len(m) > abi.MaxTestMessage+100 || !strings.HasPrefix(m, "HEAD") || !strings.Contains(m, "bytes cut]") {
 		t.Errorf("message of %d bytes", len(m))
 	}
 }

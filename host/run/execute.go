@@ -131,6 +131,10 @@ func (r *Run) tasks(ctx context.Context, p Parts) ([]scheduler.Task, error) {
 	if len(tasks) == 0 {
 		return nil, &fault.Usage{Err: errors.New("the config selects no tasks"), Hint: "check the task filters in [env.config]; `proctor tasks` lists what is selected"}
 	}
+	if n := len(tasks) * r.cfg.Run.Attempts; r.driver == nil && n > config.MaxRollouts {
+		return nil, &fault.Usage{Err: fmt.Errorf("run.attempts = %d times %d tasks is %d rollouts, over the %d a run plans", r.cfg.Run.Attempts, len(tasks), n, config.MaxRollouts),
+			Hint: "lower run.attempts, or select fewer tasks in [env.config] and run the rest as another run"}
+	}
 	r.man.SkippedTasks = nil
 	for _, s := range skipped {
 		r.man.SkippedTasks = append(r.man.SkippedTasks, map[string]string{"id": s.ID, "reason": s.Reason})
@@ -223,7 +227,8 @@ func groupSize(process bool, c *config.Config) int {
 }
 
 // specOverrides applies [sandbox] limits and pull to every sandbox spec;
-// disk_mb is only the default for tasks that set no disk limit.
+// disk_mb and disk_inodes are only the defaults for tasks that set no
+// disk limit.
 func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 	return func(s *sandbox.Spec) {
 		if sb.CPUs > 0 {
@@ -237,6 +242,9 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 		}
 		if s.DiskMB <= 0 {
 			s.DiskMB = sb.DiskMB // a task's own limit wins
+		}
+		if s.DiskInodes <= 0 {
+			s.DiskInodes = sb.DiskInodes
 		}
 		s.Pull = sb.Pull
 	}

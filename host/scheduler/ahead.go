@@ -107,7 +107,7 @@ func (a *ahead) fill(ctx, stop context.Context, jobs []job) {
 // records it there.
 func (a *ahead) askSpec(ctx context.Context, j job) *sandbox.Spec {
 	ro := a.r.newRollout(j, 0)
-	env, err := a.r.Env.NewRollout(ctx, j.task, ro.info())
+	env, err := a.r.Env.NewRollout(ctx, *j.task, ro.info())
 	if err != nil {
 		return nil
 	}

@@ -27,7 +27,7 @@ func (r *Runner) Attempter() (Attempter, error) {
 	}
 	t := &tally{Stats: Stats{Outcomes: map[string]int{}}}
 	return func(ctx context.Context, task Task, attempt int) (rundir.Record, bool, error) {
-		rec, ok := r.runWithRetries(ctx, job{task, attempt})
+		rec, ok := r.runWithRetries(ctx, job{&task, attempt})
 		if !ok {
 			return rec, false, r.halted()
 		}

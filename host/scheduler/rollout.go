@@ -53,7 +53,7 @@ func (r *Runner) rollout(ctx context.Context, j job, try int) (rundir.Record, bo
 // newRollout is try try of job j, before its first phase.
 func (r *Runner) newRollout(j job, try int) *rollout {
 	id := RolloutID(j.task.ID, j.attempt)
-	return &rollout{r: r, task: j.task, attempt: j.attempt, try: try, id: id, rec: rundir.Record{
+	return &rollout{r: r, task: *j.task, attempt: j.attempt, try: try, id: id, rec: rundir.Record{
 		RolloutID:  id,
 		TaskID:     j.task.ID,
 		Attempt:    j.attempt,

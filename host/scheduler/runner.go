@@ -107,8 +107,10 @@ type Stats struct {
 	Interrupted bool
 }
 
+// job is one identity to run. It points into the run's task list: a run
+// may plan a million of them.
 type job struct {
-	task    Task
+	task    *Task
 	attempt int
 }
 
@@ -166,7 +168,8 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 // plan lists the identities not yet recorded, longest expected first, and
 // counts those that are.
 func (r *Runner) plan(tasks []Task, attempts int) (jobs []job, skipped int) {
-	for _, t := range tasks {
+	for i := range tasks {
+		t := &tasks[i]
 		for a := 0; a < attempts; a++ {
 			if r.Store.Done(t.ID, a) {
 				skipped++
@@ -176,7 +179,7 @@ func (r *Runner) plan(tasks []Task, attempts int) (jobs []job, skipped int) {
 		}
 	}
 	slices.SortStableFunc(jobs, func(x, y job) int {
-		if d := cmp.Compare(r.agentLimit(y.task).d, r.agentLimit(x.task).d); d != 0 {
+		if d := cmp.Compare(r.agentLimit(*y.task).d, r.agentLimit(*x.task).d); d != 0 {
 			return d
 		}
 		if d := cmp.Compare(x.task.ID, y.task.ID); d != 0 {

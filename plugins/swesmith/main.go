@@ -183,6 +183,9 @@ type Instance struct {
 	ProblemStatement string   `json:"problem_statement"`
 	Text             string   `json:"text,omitempty"`
 	Mode             string   `json:"mode,omitempty"`
+	// Broken says why the row could not be read; its rollouts fail with
+	// it (infra_error), the other rows run.
+	Broken string `json:"broken,omitempty"`
 }
 
 // Workspace modes.
@@ -345,43 +348,38 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 	if err != nil {
 		return abi.TasksResponse{}, err
 	}
-	rows, err := sdk.ReadAllRows(c.Dataset, c.Split)
+	var resp abi.TasksResponse
+	var skips sdk.Skips
+	err = sdk.EachRow(c.Dataset, c.Split, func(i int, row json.RawMessage, rowErr error) error {
+		if rowErr != nil {
+			// A row the host could not read (not JSON, too large) is a
+			// broken task of its own; where the config selects
+			// instances, it may not be one of them: skipped.
+			id := fmt.Sprintf("row %d", i)
+			if len(c.Instances) > 0 || len(c.Repos) > 0 {
+				skips.Add(id, rowErr.Error())
+				return nil
+			}
+			data, _ := json.Marshal(Instance{ID: id, Broken: rowErr.Error()})
+			resp.Tasks = append(resp.Tasks, abi.Task{ID: id, Broken: rowErr.Error(), Data: data})
+			return nil
+		}
+		in, err := FromRow(row)
+		if err != nil {
+			skips.Add(fmt.Sprintf("row %d", i), err.Error())
+			return nil
+		}
+		if task, skip, ok := c.task(in); ok {
+			resp.Tasks = append(resp.Tasks, task)
+		} else if skip != nil {
+			skips.Add(skip.ID, skip.Reason)
+		}
+		return nil
+	})
 	if err != nil {
 		return abi.TasksResponse{}, err
 	}
-	var resp abi.TasksResponse
-	for i, row := range rows {
-		in, err := FromRow(row)
-		if err != nil {
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: fmt.Sprintf("row %d", i), Reason: err.Error()})
-			continue
-		}
-		if len(c.Instances) > 0 && !match(c.Instances, in.ID) || match(c.Exclude, in.ID) ||
-			len(c.Repos) > 0 && !match(c.Repos, in.Repo) || c.PythonOnly && !isPython(in) {
-			continue
-		}
-		m, err := mode(c, in)
-		if err == nil {
-			err = gradable(c, in)
-		}
-		if err != nil {
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: in.ID, Reason: err.Error()})
-			continue
-		}
-		in.Mode = m
-		warnUnparsable(c, in)
-		if c.Image != "" && m == modeImage {
-			in.Image = c.Image
-		}
-		data, _ := json.Marshal(in)
-		// Verification starts a second sandbox and prepares it, then
-		// runs the tests, and on a broken run collects them once more.
-		resp.Tasks = append(resp.Tasks, abi.Task{ID: in.ID, Category: in.Repo, AgentTimeoutSec: c.AgentTimeout.seconds(),
-			AgentTimeoutFrom:  "env.config.agent_timeout = " + c.AgentTimeout.String(),
-			VerifyTimeoutSec:  2*c.TestTimeout.seconds() + 300,
-			VerifyTimeoutFrom: "2 × env.config.test_timeout = " + c.TestTimeout.String() + ", + 300 s to prepare a fresh sandbox",
-			Data:              data})
-	}
+	resp.Skipped = skips.List()
 	if c.ShuffleSeed != 0 {
 		r := rand.New(rand.NewPCG(c.ShuffleSeed, c.ShuffleSeed^0x5eed))
 		r.Shuffle(len(resp.Tasks), func(i, j int) { resp.Tasks[i], resp.Tasks[j] = resp.Tasks[j], resp.Tasks[i] })
@@ -392,10 +390,42 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 	return resp, nil
 }
 
+// task is the instance as the config selects it: the task to run, or why
+// it is skipped (nil when the filters leave it out).
+func (c Config) task(in Instance) (abi.Task, *abi.Skipped, bool) {
+	if len(c.Instances) > 0 && !match(c.Instances, in.ID) || match(c.Exclude, in.ID) ||
+		len(c.Repos) > 0 && !match(c.Repos, in.Repo) || c.PythonOnly && !isPython(in) {
+		return abi.Task{}, nil, false
+	}
+	m, err := mode(c, in)
+	if err == nil {
+		err = gradable(c, in)
+	}
+	if err != nil {
+		return abi.Task{}, &abi.Skipped{ID: in.ID, Reason: err.Error()}, false
+	}
+	in.Mode = m
+	warnUnparsable(c, in)
+	if c.Image != "" && m == modeImage {
+		in.Image = c.Image
+	}
+	data, _ := json.Marshal(in)
+	// Verification starts a second sandbox and prepares it, then runs the
+	// tests, and on a broken run collects them once more.
+	return abi.Task{ID: in.ID, Category: in.Repo, AgentTimeoutSec: c.AgentTimeout.seconds(),
+		AgentTimeoutFrom:  "env.config.agent_timeout = " + c.AgentTimeout.String(),
+		VerifyTimeoutSec:  2*c.TestTimeout.seconds() + 300,
+		VerifyTimeoutFrom: "2 × env.config.test_timeout = " + c.TestTimeout.String() + ", + 300 s to prepare a fresh sandbox",
+		Data:              data}, nil, true
+}
+
 func instance(r abi.RolloutRequest) (Instance, Config, error) {
 	var in Instance
 	if err := json.Unmarshal(r.Task.Data, &in); err != nil {
 		return in, Config{}, err
+	}
+	if in.Broken != "" {
+		return in, Config{}, sdk.Errorf("setup", "instance %s cannot run: %s", in.ID, in.Broken)
 	}
 	c, err := parseConfig(r.Config)
 	return in, c, err

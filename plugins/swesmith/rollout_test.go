@@ -211,3 +211,33 @@ func TestRolloutSwesmithNative(t *testing.T) {
 		}
 	})
 }
+
+// TestUnreadableRowFailsAlone: a dataset line that is not JSON is a broken
+// task of its own, whose rollouts fail with the host's reason naming the
+// file and the line; the other rows load (it took the whole run down).
+func TestUnreadableRowFailsAlone(t *testing.T) {
+	h := sdktest.New(t)
+	row := func(id string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"instance_id": id, "repo": "o/r", "image_name": "img", "patch": "diff", "problem_statement": "fix it",
+			"FAIL_TO_PASS": []string{"tests/test_a.py::test_a"}, "PASS_TO_PASS": []string{}})
+		return b
+	}
+	h.Datasets["d"] = []json.RawMessage{row("a"), row("b"), row("c"), row("d"), nil, row("e")}
+	h.BadRows = map[string]map[int]string{"d": {4: "dataset rows.jsonl: line 5 is not a JSON object (is the file truncated, or not JSONL?)"}}
+	var resp abi.TasksResponse
+	cfg := json.RawMessage(`{"dataset":"d"}`)
+	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: cfg}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tk := range resp.Tasks {
+		ids = append(ids, tk.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,c,d,row 4,e" || resp.Tasks[4].Broken == "" {
+		t.Fatalf("tasks %v, skipped %+v", ids, resp.Skipped)
+	}
+	err := sdktest.Call(abi.HookSandbox, abi.RolloutRequest{Task: resp.Tasks[4], Config: cfg}, &abi.SandboxSpec{})
+	if err == nil || !strings.Contains(err.Error(), "instance row 4 cannot run: dataset rows.jsonl: line 5 is not a JSON object") {
+		t.Errorf("rollout of the broken row: %v", err)
+	}
+}

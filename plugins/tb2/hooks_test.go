@@ -475,3 +475,35 @@ func TestVerifierFailuresAreHarbors(t *testing.T) {
 		t.Errorf("unreadable reward: %+v", v)
 	}
 }
+
+// TestUnreadableRowFailsAlone: a row the host could not read (a JSONL
+// line that is not JSON, one over abi.MaxRow) is a broken task of its
+// own, named by its place, whose rollouts fail with the host's reason;
+// the other rows load. Where the config selects tasks by name, it is
+// skipped instead.
+func TestUnreadableRowFailsAlone(t *testing.T) {
+	h := sdktest.New(t)
+	task := map[string]file{"task.toml": {body: ""}, "instruction.md": {body: "x"}, "tests/test.sh": {body: "true"}, "environment/Dockerfile": {body: "FROM x\n"}}
+	h.Datasets["d"] = []json.RawMessage{folderRowOf("good", task), nil, folderRowOf("also-good", task)}
+	h.BadRows = map[string]map[int]string{"d": {1: "dataset rows.jsonl: line 2 is not a JSON object (is the file truncated, or not JSONL?)"}}
+	var resp abi.TasksResponse
+	cfg := json.RawMessage(`{"dataset":"d"}`)
+	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: cfg}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Tasks) != 3 || resp.Tasks[0].ID != "good" || resp.Tasks[2].ID != "also-good" || resp.Tasks[1].ID != "row 1" ||
+		resp.Tasks[1].Broken != "dataset rows.jsonl: line 2 is not a JSON object (is the file truncated, or not JSONL?)" {
+		t.Fatalf("%+v", resp.Tasks)
+	}
+	err := sdktest.Call(abi.HookSandbox, abi.RolloutRequest{Task: resp.Tasks[1], Config: cfg}, &abi.SandboxSpec{})
+	if err == nil || !strings.Contains(err.Error(), "task row 1 cannot run: dataset rows.jsonl: line 2 is not a JSON object") {
+		t.Errorf("rollout of the broken row: %v", err)
+	}
+	resp = abi.TasksResponse{}
+	if err := sdktest.Call(abi.HookTasks, abi.TasksRequest{Config: json.RawMessage(`{"dataset":"d","tasks":["good"]}`)}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Tasks) != 1 || len(resp.Skipped) != 1 || resp.Skipped[0].ID != "row 1" {
+		t.Fatalf("with a task filter: %+v", resp)
+	}
+}

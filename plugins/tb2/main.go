@@ -91,50 +91,73 @@ func anyMatch(globs []string, name string) bool {
 	return false
 }
 
+// LoadTasks reads the dataset a page at a time, so a row is held only
+// while it becomes a task. A row the host could not read (not JSON, over
+// abi.MaxRow) is a broken task of its own, named by its place ("row 4"),
+// whose rollouts record why; the other rows run. Where the config selects
+// tasks by name or category, such a row is skipped instead (it may not be
+// one of them).
 func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 	c, err := parseConfig(raw)
 	if err != nil {
 		return abi.TasksResponse{}, err
 	}
-	rows, err := sdk.ReadAllRows(c.Dataset, c.Split)
-	if err != nil {
-		return abi.TasksResponse{}, err
-	}
 	var resp abi.TasksResponse
-	for i, row := range rows {
+	var skips sdk.Skips
+	err = sdk.EachRow(c.Dataset, c.Split, func(i int, row json.RawMessage, rowErr error) error {
+		if rowErr != nil {
+			id := fmt.Sprintf("row %d", i)
+			if len(c.Tasks) > 0 || len(c.Categories) > 0 {
+				skips.Add(id, rowErr.Error())
+			} else {
+				data, _ := json.Marshal(Task{Name: id, Broken: rowErr.Error()})
+				resp.Tasks = append(resp.Tasks, abi.Task{ID: id, Broken: rowErr.Error(), Data: data})
+			}
+			return nil
+		}
 		t, err := FromRow(row)
 		if err != nil {
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: fmt.Sprintf("row %d", i), Reason: err.Error()})
-			continue
+			skips.Add(fmt.Sprintf("row %d", i), err.Error())
+			return nil
 		}
-		switch {
-		case len(c.Tasks) > 0 && !anyMatch(c.Tasks, t.Name),
-			anyMatch(c.Exclude, t.Name),
-			len(c.Categories) > 0 && !anyMatch(c.Categories, t.Category):
-			continue
-		case anyMatch(c.Skip, t.Name):
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.Name, Reason: "in env.config.skip"})
-			continue
-		case t.Broken == "" && t.Refused != "":
-			resp.Skipped = append(resp.Skipped, abi.Skipped{ID: t.Name, Reason: t.Refused})
-			continue
+		if task, skip, ok := c.task(t); ok {
+			resp.Tasks = append(resp.Tasks, task)
+		} else if skip != nil {
+			skips.Add(skip.ID, skip.Reason)
 		}
-		if len(t.Ignored) > 0 {
-			sdk.Log(sdk.LevelWarn, fmt.Sprintf("task %s: task.toml keys without effect in proctor: %s", t.Name, strings.Join(t.Ignored, ", ")))
-		}
-		agentTO, agentFrom := t.agentTimeout(c)
-		t.VerifierTimeoutSec, t.VerifierTimeoutFrom = t.verifierTimeout(c)
-		data, _ := json.Marshal(t)
-		resp.Tasks = append(resp.Tasks, abi.Task{
-			ID: t.Name, Category: t.Category, Difficulty: t.Difficulty, Tags: t.Tags,
-			AgentTimeoutSec: agentTO, AgentTimeoutFrom: agentFrom,
-			// The verifier's own work (uploading the tests, reading the
-			// reward) gets a minute past test.sh's timeout.
-			VerifyTimeoutSec: t.VerifierTimeoutSec + verifyMargin, VerifyTimeoutFrom: t.VerifierTimeoutFrom + fmt.Sprintf(", + %d s for the verifier's own work", verifyMargin),
-			Broken: t.Broken, Data: data,
-		})
+		return nil
+	})
+	resp.Skipped = skips.List()
+	return resp, err
+}
+
+// task is t as the config selects it: the task to run, or why it is
+// skipped (nil when the filters leave it out).
+func (c Config) task(t Task) (abi.Task, *abi.Skipped, bool) {
+	switch {
+	case len(c.Tasks) > 0 && !anyMatch(c.Tasks, t.Name),
+		anyMatch(c.Exclude, t.Name),
+		len(c.Categories) > 0 && !anyMatch(c.Categories, t.Category):
+		return abi.Task{}, nil, false
+	case anyMatch(c.Skip, t.Name):
+		return abi.Task{}, &abi.Skipped{ID: t.Name, Reason: "in env.config.skip"}, false
+	case t.Broken == "" && t.Refused != "":
+		return abi.Task{}, &abi.Skipped{ID: t.Name, Reason: t.Refused}, false
 	}
-	return resp, nil
+	if len(t.Ignored) > 0 {
+		sdk.Log(sdk.LevelWarn, fmt.Sprintf("task %s: task.toml keys without effect in proctor: %s", t.Name, strings.Join(t.Ignored, ", ")))
+	}
+	agentTO, agentFrom := t.agentTimeout(c)
+	t.VerifierTimeoutSec, t.VerifierTimeoutFrom = t.verifierTimeout(c)
+	data, _ := json.Marshal(t)
+	return abi.Task{
+		ID: t.Name, Category: t.Category, Difficulty: t.Difficulty, Tags: t.Tags,
+		AgentTimeoutSec: agentTO, AgentTimeoutFrom: agentFrom,
+		// The verifier's own work (uploading the tests, reading the
+		// reward) gets a minute past test.sh's timeout.
+		VerifyTimeoutSec: t.VerifierTimeoutSec + verifyMargin, VerifyTimeoutFrom: t.VerifierTimeoutFrom + fmt.Sprintf(", + %d s for the verifier's own work", verifyMargin),
+		Broken: t.Broken, Data: data,
+	}, nil, true
 }
 
 // verifyMargin is what verification may take past test.sh's timeout.

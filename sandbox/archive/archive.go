@@ -375,6 +375,13 @@ func PackWithout(tw *tar.Writer, p, base string, skip func(dir *os.File) bool) e
 	return pk.pack(filepath.ToSlash(rel), 0)
 }
 
+// PackRoot writes everything under root to tw, as Pack does with base
+// root: for a caller that opened the folder itself under a root of its
+// own (os.Root.OpenRoot), so no step of the path can be swapped for a link.
+func PackRoot(tw *tar.Writer, root *os.Root) error {
+	return packer{tw: tw, root: root}.pack(".", 0)
+}
+
 type packer struct {
 	tw   *tar.Writer
 	root *os.Root

@@ -411,9 +411,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 		return nil, fmt.Errorf("container from %s: %w", image, err)
 	}
-	if hc.StorageOpt == nil {
-		s.watchDisk(disk)
-	}
+	// The engine's quota holds bytes only: the watchdog holds the inodes
+	// always, and the bytes where there is no quota.
+	s.watchDisk(disk, sized.DiskInodes, hc.StorageOpt == nil)
 	if s.workdir == "" {
 		if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil {
 			s.workdir = strings.TrimSpace(r.Stdout)

@@ -425,6 +425,58 @@ func TestDiskLimit(t *testing.T) {
 	}
 }
 
+// waitLimit runs true as the agent until the sandbox says it went over a
+// limit, for as long as the watchdog may need on a loaded machine.
+func waitLimit(t *testing.T, agent sandbox.Sandbox) error {
+	t.Helper()
+	var err error
+	for i := 0; err == nil && i < 600; i++ {
+		time.Sleep(500 * time.Millisecond)
+		_, err = agent.Exec(context.Background(), "true", sandbox.ExecOptions{})
+	}
+	return err
+}
+
+// TestDiskLimitDeepPaths: what the agent writes under a path longer than
+// PATH_MAX counts toward its disk limit (the watchdog's walk by path
+// skipped it: 601 MB went by under disk_mb = 100).
+func TestDiskLimitDeepPaths(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	if mode, _ := b.DiskLimit(ctx, sandboxtest.BaseImage()); mode == DiskQuota {
+		t.Skip("the engine's quota holds the disk limit")
+	}
+	sb := start(t, b, sandbox.Spec{DiskMB: 64, Private: sandboxtest.Private})
+	agent := sb.Agent()
+	_, err := agent.Exec(ctx, `n=$(printf 'd%.0s' $(seq 250)); mkdir /deep && cd /deep && for i in $(seq 20); do mkdir $n && cd $n || exit 1; done; `+
+		`dd if=/dev/zero of=f bs=1M count=200 status=none; pwd | wc -c`, sandbox.ExecOptions{Timeout: 5 * time.Minute})
+	if err == nil {
+		err = waitLimit(t, agent)
+	}
+	if !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "over its disk limit of 64 MiB") {
+		t.Fatalf("the agent went on past its disk limit: %v", err)
+	}
+}
+
+// TestInodeLimit: the files, folders and links the agent makes are held
+// to DiskInodes, as its bytes are to DiskMB: over it, the agent's outcome.
+func TestInodeLimit(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	sb := start(t, b, sandbox.Spec{DiskInodes: 5000, Private: sandboxtest.Private})
+	agent := sb.Agent()
+	_, err := agent.Exec(ctx, "mkdir /many && cd /many && seq 20000 | xargs touch", sandbox.ExecOptions{Timeout: 5 * time.Minute})
+	if err == nil {
+		err = waitLimit(t, agent)
+	}
+	if !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "the sandbox made over 5000 files, folders and links, its limit") {
+		t.Fatalf("the agent went on past its inode limit: %v", err)
+	}
+	if _, err := sb.Seal(ctx); !errors.Is(err, sandbox.ErrLimit) {
+		t.Errorf("seal after the limit: %v", err)
+	}
+}
+
 // TestDefaultNetwork: NetworkDefault is the engine's own network, and
 // NoDefaultNetwork says when that is nothing but loopback (an engine
 // started with --bridge=none).

@@ -84,7 +84,11 @@
 //	      operations; the error class ClassDataset; optional fields:
 //	      Task.AgentTimeoutFrom and VerifyTimeoutFrom,
 //	      SandboxSpec.BuildTimeoutFrom and BuildHint, VerifyResponse.Failure,
-//	      OracleResponse.TimedOut, Manifest.ScoringKeys
+//	      OracleResponse.TimedOut, Manifest.ScoringKeys;
+//	      the bounds below (Max*), each a documented limit of the host
+//	      (most were applied before, unwritten); DatasetResponse.Errors (a
+//	      row the host could not read is null in Rows, and says why here,
+//	      instead of failing the whole read), SandboxSpec.DiskInodes
 //
 // # Hooks
 //
@@ -109,6 +113,54 @@ const Version = 1
 
 // Minor is the ABI's minor version this package describes (see Versions).
 const Minor = 2
+
+// Bounds (v1.2) on what a plugin hands the host and what the host hands
+// back: every buffer a plugin, a dataset or an agent fills in the host has
+// one. A hook's answer over a bound fails that hook, naming the plugin, the
+// hook and the bound (the rollout's infra_error of class plugin; a stacked
+// reward's error), unless the bound says it cuts instead.
+const (
+	// MaxExecOutput is the most ExecRequest.MaxOutput gives, per stream:
+	// a larger MaxOutput reads as MaxExecOutput. The whole ExecResponse,
+	// as JSON, is at most MaxExecResponse: output that escapes to more
+	// (control bytes, invalid UTF-8) keeps less, head and tail, marked.
+	MaxExecOutput   = 16 << 20
+	MaxExecResponse = 32 << 20
+	// MaxPrompt bounds each of PromptResponse's System and User.
+	MaxPrompt = 1 << 20
+	// MaxTasks bounds the tasks a TasksResponse lists, and the skipped
+	// ones it lists.
+	MaxTasks = 100_000
+	// MaxTaskField bounds a Task's ID, Category, Difficulty and each of
+	// its Tags (at most MaxTags); a task over it is listed skipped, with
+	// the reason, and the others run.
+	MaxTaskField = 512
+	MaxTags      = 64
+	// MaxScores bounds the named scores of a VerifyResponse or a
+	// RewardResponse, MaxScoreName each name.
+	MaxScores    = 256
+	MaxScoreName = 256
+	// MaxTests bounds VerifyResponse.Tests, MaxTestName each name and
+	// MaxTestNames all names together. A test's message keeps its first
+	// MaxTestMessage bytes, and all messages together MaxTestMessages
+	// (later ones are cut, marked).
+	MaxTests        = 100_000
+	MaxTestName     = 4 << 10
+	MaxTestNames    = 8 << 20
+	MaxTestMessage  = 16 << 10
+	MaxTestMessages = 1 << 20
+	// MaxErrorText is the most of an Error's text (or a task's Broken,
+	// a Skipped's Reason) the host keeps: the rest is cut, marked.
+	MaxErrorText = 16 << 10
+	// MaxRow bounds one dataset row (a JSONL line, a JSON array's
+	// element, a parquet row, a task folder's gzip tar, base64): a row
+	// over it is null in DatasetResponse.Rows and its error in Errors.
+	MaxRow = 32 << 20
+	// MaxLog is the most text the host logs of one instance's log
+	// calls; past it, lines are dropped and one says so. (Its stdout and
+	// stderr are logged up to 64 KiB each.)
+	MaxLog = 1 << 20
+)
 
 // Link names.
 const (
@@ -333,6 +385,9 @@ type SandboxSpec struct {
 	MemoryMB  int64   `json:"memory_mb,omitempty"`
 	PidsMax   int64   `json:"pids_max,omitempty"`
 	DiskMB    int64   `json:"disk_mb,omitempty"` // what the sandbox may write
+	// DiskInodes (v1.2) is how many files, folders and links the sandbox
+	// may create; 0 leaves the run's limit.
+	DiskInodes int64 `json:"disk_inodes,omitempty"`
 	// BuildTimeoutSec bounds starting the sandbox (building its image
 	// included); 0 leaves the run's sandbox start timeout.
 	// BuildTimeoutFrom (v1.2) says where it comes from.
@@ -469,7 +524,9 @@ type ExecRequest struct {
 	Workdir   string            `json:"workdir,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Stdin     []byte            `json:"stdin,omitempty"`
-	MaxOutput int               `json:"max_output,omitempty"`
+	// MaxOutput is the most kept of each stream (1 MiB when zero, at
+	// most MaxExecOutput); over it, its head and tail around a marker.
+	MaxOutput int `json:"max_output,omitempty"`
 }
 
 // ExecResponse is what the command did. A non-zero exit is not an error.
@@ -538,11 +595,22 @@ type DatasetRequest struct {
 }
 
 // DatasetResponse is one page of rows. Next is the offset of the next page;
-// EOF is set on the last page.
+// EOF is set on the last page. A row the host could not read (not JSON,
+// over MaxRow, a file it could not open) is null in Rows, and Errors (v1.2)
+// says why, so one bad row fails only itself.
 type DatasetResponse struct {
-	Rows []json.RawMessage `json:"rows"`
-	Next int               `json:"next"`
-	EOF  bool              `json:"eof"`
+	Rows   []json.RawMessage `json:"rows"`
+	Next   int               `json:"next"`
+	EOF    bool              `json:"eof"`
+	Errors []RowError        `json:"errors,omitempty"`
+}
+
+// RowError (v1.2) is a row the host could not read: Row is its offset in
+// the dataset (as DatasetRequest.Offset counts), Error names the file, the
+// line or row there, and the reason.
+type RowError struct {
+	Row   int    `json:"row"`
+	Error string `json:"error"`
 }
 
 // RepoCheckoutRequest asks for URL (https://, ssh://, git@host:path, or a

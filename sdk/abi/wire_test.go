@@ -23,7 +23,7 @@ var messages = []any{
 	PromptResponse{}, SandboxSpec{}, VerifyRequest{}, TestResult{}, VerifyResponse{}, OracleResponse{},
 	RewardRequest{}, RewardResponse{}, ChatMessage{}, ModelRequest{}, ModelResponse{}, ExecRequest{},
 	ExecResponse{}, ReadFileRequest{}, ReadFileResponse{}, WriteFileRequest{}, UploadRequest{},
-	DownloadRequest{}, DownloadResponse{}, DatasetRequest{}, DatasetResponse{}, RepoCheckoutRequest{},
+	DownloadRequest{}, DownloadResponse{}, DatasetRequest{}, DatasetResponse{}, RowError{}, RepoCheckoutRequest{},
 	RepoCheckoutResponse{}, HostInfo{},
 }
 
@@ -72,6 +72,10 @@ func TestNames(t *testing.T) {
 		"sections": []string{FilesSection, MemorySection},
 		"status":   []int{StatusOK, StatusError, StatusUnknown, StatusDenied, StatusDeadline, StatusTooLarge, StatusBadRequest},
 		"hooks":    Hooks(), "ops": Ops(), "classes": Classes(), "max_read_file": MaxReadFile,
+		"bounds": map[string]int{"exec_output": MaxExecOutput, "exec_response": MaxExecResponse, "prompt": MaxPrompt,
+			"tasks": MaxTasks, "task_field": MaxTaskField, "tags": MaxTags, "scores": MaxScores, "score_name": MaxScoreName,
+			"tests": MaxTests, "test_name": MaxTestName, "test_names": MaxTestNames, "test_message": MaxTestMessage,
+			"test_messages": MaxTestMessages, "error_text": MaxErrorText, "row": MaxRow, "log": MaxLog},
 	}
 	got, _ := json.MarshalIndent(names, "", "  ")
 	golden(t, "names.json", append(got, '\n'))

@@ -32,8 +32,11 @@ import (
 type Host struct {
 	Root    string
 	Workdir string
-	// Datasets maps dataset.read sources to rows.
+	// Datasets maps dataset.read sources to rows; BadRows names rows of
+	// them the emulated host could not read (served as null, with the
+	// reason), by source and row.
 	Datasets map[string][]json.RawMessage
+	BadRows  map[string]map[int]string
 	// Model answers model.complete; nil refuses it.
 	Model func(abi.ModelRequest) (abi.ModelResponse, error)
 	// Reset emulates sandbox.reset: it gets the host with a new, empty Root
@@ -166,7 +169,14 @@ func (h *Host) call(op string, req []byte) (uint32, []byte) {
 		if !ok {
 			return reply(nil, fmt.Errorf("dataset %s: not in the emulator's Datasets", r.Source))
 		}
-		return reply(abi.DatasetResponse{Rows: rows, Next: len(rows), EOF: true}, nil)
+		resp := abi.DatasetResponse{Rows: append([]json.RawMessage(nil), rows...), Next: len(rows), EOF: true}
+		for i, why := range h.BadRows[r.Source] {
+			if i < len(rows) {
+				resp.Rows[i] = json.RawMessage("null")
+				resp.Errors = append(resp.Errors, abi.RowError{Row: i, Error: why})
+			}
+		}
+		return reply(resp, nil)
 	case abi.OpModelComplete:
 		if h.Model == nil {
 			break

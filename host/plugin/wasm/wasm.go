@@ -39,6 +39,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -436,6 +437,7 @@ type Instance struct {
 type instanceEnv struct {
 	rand      io.Reader
 	out, errw *logWriter
+	logLeft   atomic.Int64   // what the log import may still log (abi.MaxLog)
 	files     *instanceFiles // nil: the plugin has no files
 	clock     *stepClock     // nil: the host's clocks
 }
@@ -460,6 +462,7 @@ func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 		out:  newLogWriter(p, log, "stdout", slog.LevelInfo),
 		errw: newLogWriter(p, log, "stderr", slog.LevelInfo),
 	}
+	env.logLeft.Store(abi.MaxLog)
 	if p.files != nil {
 		env.files = newInstanceFiles(p.files)
 	}
@@ -729,7 +732,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 			return nil, perr(ErrTrap, fmt.Errorf("re-create the parked instance: %w", err))
 		}
 	}
-	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
+	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: maxAnswer(hook, i.p.r.cfg.MaxOutput)}
 	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, stateKey{}, st))
 	defer cancel(nil)
 	st.clock = startHookClock(i.p.r.cfg.HookTimeout, func() { cancel(errHookTime) })
@@ -784,7 +787,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 			// An operation the plugin waited on was cut by its time.
 			return nil, perr(ErrTimeout, fmt.Errorf("%w; the plugin said: %s", i.p.r.outOfTime(), e.Error))
 		}
-		pe := perr(ErrHookFailed, errors.New(e.Error)).(*PluginError)
+		pe := perr(ErrHookFailed, errors.New(cutText(e.Error, abi.MaxErrorText))).(*PluginError)
 		pe.Class = e.Class
 		return nil, pe
 	}
@@ -799,6 +802,20 @@ func (i *Instance) discard() {
 
 // hostModule defines the proctor_v1 imports once per runtime; each call
 // finds its instance's state in the context.
+// promptAnswer bounds a prompt.format answer: two prompts of
+// abi.MaxPrompt, each byte escaped to at most six. A larger answer is
+// refused before the host copies it out of the instance (a 50 MiB prompt,
+// copied and decoded, took 160 MiB of the host's memory).
+const promptAnswer = 2*6*abi.MaxPrompt + 64<<10
+
+// maxAnswer is the most hook may answer, under max.
+func maxAnswer(hook string, max int) int {
+	if hook == abi.HookPrompt {
+		return min(max, promptAnswer)
+	}
+	return max
+}
+
 func (r *Runtime) hostModule(ctx context.Context) error {
 	i32 := api.ValueTypeI32
 	b := r.rt.NewHostModuleBuilder(abi.ImportModule)
@@ -815,6 +832,9 @@ func (r *Runtime) hostModule(ctx context.Context) error {
 		n := uint32(s[1])
 		if int(n) > st.maxOut {
 			st.outErr = fmt.Errorf("hook output of %d bytes is over the cap of %d", n, st.maxOut)
+			if string(st.method) == abi.HookPrompt && st.maxOut == promptAnswer {
+				st.outErr = fmt.Errorf("the answer is %d bytes, over the %d a prompt.format answer may be (two prompts of abi.MaxPrompt, escaped)", n, promptAnswer)
+			}
 			panic(st.outErr)
 		}
 		buf, ok := m.Memory().Read(uint32(s[0]), n)
@@ -856,7 +876,7 @@ func (r *Runtime) hostModule(ctx context.Context) error {
 		if !ok || st == nil {
 			return
 		}
-		st.inst.log.Log(ctx, slog.Level(int32(s[0])), string(buf))
+		st.inst.env.logLine(ctx, st.inst.log, slog.Level(int32(s[0])), buf)
 	}), []api.ValueType{i32, i32, i32}, nil).Export(abi.ImportLog)
 
 	_, err := b.Instantiate(ctx)
@@ -904,4 +924,28 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 		return fail(abi.StatusError, err.Error())
 	}
 	return abi.StatusOK, resp
+}
+
+// logLine logs a line of the plugin's log import, until the instance
+// used its abi.MaxLog; then one line says the rest is dropped.
+func (e *instanceEnv) logLine(ctx context.Context, log *slog.Logger, level slog.Level, line []byte) {
+	left := e.logLeft.Add(-int64(len(line)))
+	switch {
+	case left >= 0:
+		log.Log(ctx, level, string(line))
+	case left+int64(len(line)) >= 0:
+		log.Warn("plugin log over its budget: further lines of this instance are dropped", "budget", abi.MaxLog)
+	}
+}
+
+// cutText keeps the head of s up to max bytes, saying how much was cut.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-n)
 }
