@@ -425,7 +425,7 @@ func instance(r abi.RolloutRequest) (Instance, Config, error) {
 		return in, Config{}, err
 	}
 	if in.Broken != "" {
-		return in, Config{}, sdk.Errorf("setup", "instance %s cannot run: %s", in.ID, in.Broken)
+		return in, Config{}, sdk.Errorf(abi.ClassDataset, "instance %s cannot run: %s", in.ID, in.Broken)
 	}
 	c, err := parseConfig(r.Config)
 	return in, c, err

@@ -226,7 +226,7 @@ func task(r abi.RolloutRequest) (Task, error) {
 		return t, err
 	}
 	if t.Broken != "" {
-		return t, sdk.Errorf("setup", "task %s cannot run: %s", t.Name, t.Broken)
+		return t, sdk.Errorf(abi.ClassDataset, "task %s cannot run: %s", t.Name, t.Broken)
 	}
 	return t, nil
 }
