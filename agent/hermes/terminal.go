@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -36,7 +37,7 @@ func (s *Session) terminal(ctx context.Context, args *pyjson.Object) (reply, err
 		return terminalReply("", -1, fmt.Sprintf("Command execution failed: TypeError: expected string or bytes-like object, got '%s'", pyjson.TypeName(command))), nil
 	}
 	if pyjson.Truthy(workdir) {
-		cmd = "cd " + shlexQuote(pyjson.Str(workdir)) + " && " + cmd
+		cmd = "cd " + pystr.Quote(pyjson.Str(workdir)) + " && " + cmd
 	}
 	output, code, err := s.foreground(ctx, cmd, effective)
 	if err != nil {
@@ -44,7 +45,7 @@ func (s *Session) terminal(ctx context.Context, args *pyjson.Object) (reply, err
 	}
 	output = stripANSI(output)
 	if output != "" {
-		output = redact(pyStrip(output))
+		output = redact(pystr.Strip(output))
 	}
 	return terminalReply(output, code, nil), nil
 }
@@ -103,7 +104,7 @@ var cutMark = regexp.MustCompile("\n…\\[(\\d+) bytes cut\\]…\n")
 // tail: over maxOutputChars characters it keeps the first 40% and the last
 // 60% around a notice of how many characters it left out.
 func truncate(head string, missing int, tail string) string {
-	n := runeLen(head) + missing + runeLen(tail)
+	n := pystr.Len(head) + missing + pystr.Len(tail)
 	if n <= maxOutputChars {
 		return head + tail
 	}
@@ -112,5 +113,5 @@ func truncate(head string, missing int, tail string) string {
 	}
 	h := maxOutputChars * 4 / 10
 	t := maxOutputChars - h
-	return headRunes(head, h) + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", n-h-t, n) + tailRunes(tail, t)
+	return pystr.Head(head, h) + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", n-h-t, n) + pystr.Tail(tail, t)
 }
