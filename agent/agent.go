@@ -77,6 +77,9 @@ type Reply struct {
 	PromptTokenIDs     []int
 	CompletionTokenIDs []int
 	CompletionLogprobs []float64
+	// FinishReason is why the model stopped ("stop", "length",
+	// "tool_calls"), as the endpoint says; "" when it does not.
+	FinishReason string
 }
 
 // Model is one chat completion.
