@@ -10,6 +10,10 @@
 package pystr
 
 import (
+	"errors"
+	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -132,4 +136,67 @@ func Quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// Space and Word are character classes for Go regular expressions that
+// match what Python's \s and \w match in a str pattern (str.isspace, and
+// letters, numbers and the underscore), where Go's own are ASCII only.
+const (
+	Space = `[\t\n\v\f\r \x{1c}-\x{1f}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]`
+	Word  = `[\p{L}\p{N}_]`
+)
+
+// ParseFloat is Python's float(s) of a str: surrounding whitespace,
+// a sign, "inf", "infinity" and "nan" in any case, underscores between
+// digits, and decimal digits of any script. ok is false where Python
+// raises ValueError. A value too large for a float is ±inf, as in Python.
+func ParseFloat(s string) (f float64, ok bool) {
+	s = Strip(s)
+	var b strings.Builder
+	for _, r := range s {
+		if d := unicode.In(r, unicode.Nd); d && (r < '0' || r > '9') {
+			r = '0' + rune(digitValue(r))
+		}
+		b.WriteRune(r)
+	}
+	t := b.String()
+	body := strings.TrimLeft(t, "+-")
+	if len(t)-len(body) > 1 {
+		return 0, false
+	}
+	switch strings.ToLower(body) {
+	case "inf", "infinity":
+		return signed(math.Inf(1), t), true
+	case "nan":
+		return math.NaN(), true
+	}
+	if !floatSyntax.MatchString(body) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return v, true
+}
+
+// floatSyntax is a decimal float without its sign: digits with single
+// underscores between them, a point, an exponent.
+var floatSyntax = regexp.MustCompile(`^(?:[0-9](?:_?[0-9])*(?:\.(?:[0-9](?:_?[0-9])*)?)?|\.[0-9](?:_?[0-9])*)(?:[eE][+-]?[0-9](?:_?[0-9])*)?$`)
+
+func signed(f float64, s string) float64 {
+	if strings.HasPrefix(s, "-") {
+		return -f
+	}
+	return f
+}
+
+// digitValue is the value of a decimal digit of any script: Unicode lays
+// out every script's digits in runs of ten from zero.
+func digitValue(r rune) int {
+	start := r
+	for unicode.In(start-1, unicode.Nd) {
+		start--
+	}
+	return int(r-start) % 10
 }

@@ -1,6 +1,7 @@
 package pystr
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -42,5 +43,25 @@ func TestCodePoints(t *testing.T) {
 	}
 	if RStrip(" a \n") != " a" || LStrip(" a ") != "a " {
 		t.Errorf("rstrip/lstrip")
+	}
+}
+
+// TestParseFloat: float() of a str, as CPython 3.11 reads it.
+func TestParseFloat(t *testing.T) {
+	for in, want := range map[string]float64{
+		"1": 1, " 2.5\n": 2.5, "+1e3": 1000, "-.5": -0.5, "1_000.5": 1000.5, "1e1_0": 1e10, "5.": 5,
+		"٣": 3, "𝟘𝟙": 1, "１０": 10, "1e400": math.Inf(1), "-INFINITY": math.Inf(-1), "inF": math.Inf(1),
+	} {
+		if got, ok := ParseFloat(in); !ok || got != want {
+			t.Errorf("float(%q) = %v %v, want %v", in, got, ok, want)
+		}
+	}
+	if f, ok := ParseFloat("NaN"); !ok || !math.IsNaN(f) {
+		t.Errorf("float('NaN') = %v %v", f, ok)
+	}
+	for _, in := range []string{"", "abc", "1__0", "_1", "1_", "1_.5", "0x10", "1e", "--1", "1.2.3", "infinit", "1 0", "."} {
+		if got, ok := ParseFloat(in); ok {
+			t.Errorf("float(%q) = %v, want ValueError", in, got)
+		}
 	}
 }
