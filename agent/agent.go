@@ -195,6 +195,23 @@ func FullPrompts(turns []Turn) ([][]int, error) {
 	return out, nil
 }
 
+// NewTurn is the record of model call i, which took secs and answered
+// reply: its usage, token ids and logprobs. prev is the previous call's
+// prompt and completion ids, which the prompt's ids are stored beyond
+// when they repeat them; NewTurn returns this call's, for the next.
+func NewTurn(i int, reply Reply, secs float64, prev []int) (Turn, []int) {
+	t := Turn{Index: i, Usage: reply.Usage, ModelSecs: secs,
+		PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
+	if reply.CompletionLogprobs == nil {
+		t.Logprobs = reply.Logprobs
+	}
+	if len(reply.PromptTokenIDs) > 0 {
+		sharePrefix(&t, prev)
+		prev = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
+	}
+	return t, prev
+}
+
 // sharePrefix stores a call's prompt ids as the part that does not repeat
 // prev (the previous call's prompt and completion).
 func sharePrefix(t *Turn, prev []int) {
@@ -253,15 +270,8 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		}
 		start := time.Now()
 		reply, err := l.Model.Complete(ctx, tr.Messages, schemas)
-		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(),
-			PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
-		if reply.CompletionLogprobs == nil {
-			turn.Logprobs = reply.Logprobs
-		}
-		if len(reply.PromptTokenIDs) > 0 {
-			sharePrefix(&turn, prevIDs)
-			prevIDs = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
-		}
+		var turn Turn
+		turn, prevIDs = NewTurn(i, reply, time.Since(start).Seconds(), prevIDs)
 		tr.Usage = tr.Usage.Add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())

@@ -242,8 +242,324 @@ def write(name, data):
         f.write("\n")
 
 
+# ---------------------------------------------------------------- scenarios
+#
+# Terminus2 runs for real; around it stand in: the model (FakeLLM: scripted
+# replies, raises as LiteLLM raises), the container (FakeEnv: answers the
+# tmux commands from FakeTerm, a small terminal that echoes keys and prints
+# scripted outputs), the clock (tmux_session's time.time is constant and its
+# asyncio.sleep records instead of sleeping), the token counter (the code
+# points of the messages' contents) and the harbor modules that need
+# pydantic or litellm (trajectory models, LiteLLM, BaseAgent).
+
+EVENTS = []
+
+
+def stub(name, **attrs):
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    return m
+
+
+class Rec:
+    """A pydantic model's stand-in: keyword fields, None for the rest."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+    def to_json_dict(self):
+        return {}
+
+
+def install_harbor(src):
+    import logging
+    from dataclasses import dataclass
+    from enum import Enum
+    from pathlib import PurePosixPath
+
+    root = src / "src/harbor"
+    for name, path in [("harbor", root), ("harbor.agents", root / "agents"), ("harbor.llms", root / "llms"),
+                       ("harbor.agents.terminus_2", root / "agents/terminus_2"), ("harbor.models", root / "models"),
+                       ("harbor.models.agent", root / "models/agent"), ("harbor.models.trial", root / "models/trial"),
+                       ("harbor.environments", root / "environments"), ("harbor.utils", root / "utils")]:
+        stub(name).__path__ = [str(path)]
+
+    class BaseAgent:
+        def __init__(self, logs_dir, model_name=None, *args, **kwargs):
+            self.logs_dir = Path(logs_dir)
+            self.logger = logging.getLogger("terminus-scenario")
+            self.mcp_servers = []
+            self.skills_dir = None
+
+    @dataclass
+    class UsageInfo:
+        prompt_tokens: int
+        completion_tokens: int
+        cache_tokens: int
+        cost_usd: float
+
+    class AgentName(Enum):
+        TERMINUS_2 = "terminus-2"
+
+    stub("harbor.agents.base", BaseAgent=BaseAgent)
+    stub("harbor.environments.base", BaseEnvironment=object)
+    stub("harbor.models.metric", UsageInfo=UsageInfo)
+    stub("harbor.models.agent.rollout_detail", RolloutDetail=dict)
+    stub("harbor.models.agent.context", AgentContext=Rec)
+    stub("harbor.models.agent.name", AgentName=AgentName)
+    stub("harbor.models.agent.trajectory_config", TrajectoryConfig=dict)
+    stub("harbor.models.trajectories", **{n: Rec for n in ["Agent", "FinalMetrics", "Metrics", "Observation",
+                                                           "ObservationResult", "Step", "SubagentTrajectoryRef",
+                                                           "ToolCall", "Trajectory"]})
+    stub("harbor.models.trial.paths", EnvironmentPaths=Rec(agent_dir=PurePosixPath("/logs/agent")))
+    stub("harbor.utils.trajectory_utils", format_trajectory_json=lambda d: "{}")
+    stub("harbor.utils.logger", logger=logging.getLogger("harbor"))
+    stub("harbor.llms.lite_llm", LiteLLM=object)
+    import harbor.agents.terminus_2.tmux_session as ts
+    import harbor.agents.terminus_2.terminus_2 as t2
+    import harbor.llms.base as base
+
+    async def sleep(secs):
+        EVENTS.append({"sleep": repr(float(secs))})
+
+    ts.asyncio = types.SimpleNamespace(sleep=sleep)
+    ts.time = types.SimpleNamespace(time=lambda: 1000.0)
+    return t2, base
+
+
+PROMPT = "root@box:/app# "
+
+
+class FakeTerm:
+    def __init__(self, outputs, height):
+        self.lines = [PROMPT]
+        self.outputs = outputs
+        self.height = height
+
+    def keys(self, keys):
+        for k in keys:
+            if k in ("Enter", "C-m"):
+                self.enter()
+            elif k == "C-c":
+                self.lines[-1] += "^C"
+                self.lines.append(PROMPT)
+            else:
+                for ch in k:
+                    if ch == "\n":
+                        self.enter()
+                    else:
+                        self.lines[-1] += ch
+
+    def enter(self):
+        cmd = self.lines[-1][len(PROMPT):].strip() if self.lines[-1].startswith(PROMPT) else ""
+        if cmd == "clear":
+            self.lines = [PROMPT]
+            return
+        out = self.outputs.get(cmd)
+        if out is None and cmd:
+            out = f"bash: {cmd.split()[0]}: command not found"
+        if out:
+            self.lines.extend(out.split("\n"))
+        self.lines.append(PROMPT)
+
+    def capture(self, entire):
+        lines = [line.rstrip() for line in self.lines]
+        n = self.height
+        screen = lines[-n:] + [""] * (n - len(lines[-n:]))
+        if entire:
+            return "\n".join(lines[:-n] + screen) + "\n"
+        return "\n".join(screen) + "\n"
+
+
+def harbor_command(cmd):
+    """The commands of Harbor's that proctor reproduces: the session and
+    its tmux commands (not the installation probes)."""
+    return (cmd.startswith("tmux ") or cmd.startswith("export TERM")) and cmd != "tmux -V"
+
+
+class FakeEnv:
+    session_id = "scenario"
+    default_user = None
+
+    def __init__(self, term, dies_after):
+        self.term = term
+        self.checks = 0
+        self.dies_after = dies_after
+        self.trial_paths = types.SimpleNamespace(agent_dir=Path("/tmp"))
+
+    async def exec(self, command, cwd=None, env=None, timeout_sec=None, user=None):
+        out, rc = "", 0
+        if command.startswith("tmux send-keys"):
+            import shlex
+            words = shlex.split(command)
+            self.term.keys(words[words.index("--") + 1:])
+        elif command.startswith("tmux capture-pane"):
+            out = self.term.capture("-S" in command.split())
+        elif command.startswith("tmux has-session"):
+            self.checks += 1
+            rc = 1 if self.dies_after and self.checks > self.dies_after else 0
+        if harbor_command(command):
+            EVENTS.append({"exec": command, "out": out, "rc": rc})
+        return types.SimpleNamespace(stdout=out, stderr=None, return_code=rc)
+
+    async def upload_file(self, source_path, target_path):
+        pass
+
+    async def is_dir(self, path):
+        return False
+
+
+def fake_llm(base, steps, context_limit, output_limit):
+    import copy
+
+    class FakeLLM(base.BaseLLM):
+        async def call(self, prompt, message_history=[], **kwargs):
+            msgs = copy.deepcopy(list(message_history)) + [{"role": "user", "content": prompt}]
+            step = steps.pop(0)
+            EVENTS.append({"llm": msgs, "reply": step})
+            if step.get("raise") == "context":
+                raise base.ContextLengthExceededError()
+            if step.get("raise") == "error":
+                raise RuntimeError("the endpoint failed")
+            if step.get("finish") == "length":
+                raise base.OutputLengthExceededError("cut", truncated_response=step["content"])
+            usage = sys.modules["harbor.models.metric"].UsageInfo(10, 5, 0, 0.0)
+            return base.LLMResponse(content=step["content"], reasoning_content=step.get("reasoning"),
+                                    usage=usage, model_name="scripted")
+
+        def get_model_context_limit(self):
+            return context_limit
+
+        def get_model_output_limit(self):
+            return output_limit
+
+    return FakeLLM()
+
+
+def J(analysis="a", plan="p", cmds=(), complete=None, **extra):
+    d = {"analysis": analysis, "plan": plan, "commands": [{"keystrokes": k, "duration": t} for k, t in cmds]}
+    if complete is not None:
+        d["task_complete"] = complete
+    d.update(extra)
+    return {"content": json.dumps(d)}
+
+
+def X(cmds=(), complete=None, extra=""):
+    ks = "".join(f'<keystrokes duration="{t}">{k}</keystrokes>' for k, t in cmds)
+    tc = "" if complete is None else f"<task_complete>{complete}</task_complete>"
+    return {"content": f"<response><analysis>a</analysis><plan>p</plan><commands>{ks}</commands>{tc}</response>{extra}"}
+
+
+LONG = "\n".join(f"line {i} " + "x" * 70 for i in range(400))
+HELLO = {"echo hello > /tmp/hello.txt": "", "cat /tmp/hello.txt": "hello", "ls": "a.txt  b.txt", "long": LONG,
+         "python3 slow.py": "working...", "make": "cc -o app main.c\nmain.c:1: warning: unused"}
+
+SCENARIOS = [
+    dict(name="json-hello", parser="json", steps=[
+        J(cmds=[("echo hello > /tmp/hello.txt\n", 0.1), ("cat /tmp/hello.txt\n", 0.1)]),
+        J(complete=True), J(complete=True)]),
+    dict(name="json-errors-and-warnings", parser="json", steps=[
+        {"content": "I will list the files."},
+        J(cmds=[("ls\n", None)]) | {"content": '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n"}]}'},
+        {"content": 'Sure: {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls", "duration": 1}, {"keystrokes": "ls\\n", "duration": 1}]}'},
+        {"content": '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "x", "duration": 1, "ERROR:": 1}]}'},
+        {"content": '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n", "duration": 1}'},
+        J(complete="yes"), J(complete=True)]),
+    dict(name="json-confirmation-reset", parser="json", steps=[
+        J(cmds=[("ls\n", 0.5)], complete=True), J(cmds=[("make\n", 5)]), J(cmds=[("C-c", 0)], complete=True),
+        J(cmds=[("", 120)], complete=True)]),
+    dict(name="xml-hello", parser="xml", steps=[
+        X(cmds=[("echo hello > /tmp/hello.txt\n", 0.1)]),
+        {"content": "<response><analysis>a</analysis><commands><keystrokes>ls\n</keystrokes></commands></response> trailing"},
+        {"content": "no xml"},
+        X(cmds=[("cat /tmp/hello.txt &amp;&amp; ls\n", "0.2")]),
+        X(complete="true"), X(complete="TRUE")]),
+    dict(name="json-long-output", parser="json", steps=[
+        J(cmds=[("long\n", 1)]), J(cmds=[("echo '" + "é" * 9000 + "'\n", 1)]), J(cmds=[("ls\n", 1)]),
+        J(cmds=[("long\n", 1)], complete=True), J(complete=True)]),
+    dict(name="json-max-turns", parser="json", kwargs={"max_turns": 2}, steps=[
+        J(cmds=[("ls\n", 0.1)]), J(cmds=[("ls\n", 0.1)])]),
+    dict(name="json-session-ends", parser="json", dies_after=2, steps=[J(cmds=[("ls\n", 0.1)]), J(cmds=[("ls\n", 0.1)])]),
+    dict(name="json-context-summarized", parser="json", context_limit=16000, kwargs={"proactive_summarization_threshold": 0}, steps=[
+        J(cmds=[("long\n", 1)]), J(cmds=[("ls\n", 1)]), {"raise": "context"},
+        {"content": "I listed files and printed a long file."}, {"content": "1. Which files? 2. Why?"},
+        {"content": "Answers: a.txt and b.txt."}, J(cmds=[("cat /tmp/hello.txt\n", 0.1)]),
+        J(complete=True), J(complete=True)]),
+    dict(name="json-context-short-summary", parser="json", steps=[
+        J(cmds=[("ls\n", 1)]), {"raise": "context"}, {"raise": "error"}, {"content": "Next: cat the file."},
+        J(complete=True), J(complete=True)]),
+    dict(name="json-context-fallbacks", parser="json", steps=[
+        J(cmds=[("ls\n", 1)]), {"raise": "context"}, {"raise": "context"}, {"raise": "context"}, {"raise": "context"},
+        J(complete=True), J(complete=True)]),
+    dict(name="json-context-no-summarize", parser="json", kwargs={"enable_summarize": False}, steps=[
+        J(cmds=[("ls\n", 1)]), {"raise": "context"}]),
+    dict(name="json-proactive", parser="json", context_limit=20000, steps=[
+        J(cmds=[("long\n", 1)]), J(cmds=[("long\n", 1)]),
+        {"content": "Summary."}, {"content": "Questions?"}, {"content": "Answers."},
+        J(complete=True), J(complete=True)]),
+    dict(name="json-output-limit", parser="json", steps=[
+        {"content": '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "ls\\n", "dur', "finish": "length"},
+        J(cmds=[("ls\n", 0.1)]), J(complete=True), J(complete=True)]),
+    dict(name="xml-output-limit", parser="xml", output_limit=4096, steps=[
+        {"content": "<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration=1>ls\n</keystrokes><keystro", "finish": "length"},
+        X(cmds=[("ls\n", 0.1)], complete="true"), X(complete="true")]),
+    dict(name="xml-salvage", parser="xml", steps=[
+        {"content": "<response><analysis>a</analysis><plan>p</plan><commands><keystrokes duration=\"1\">ls\n</keystrokes></commands></response> and more", "finish": "length"}]),
+    dict(name="json-interleaved-thinking", parser="json", kwargs={"interleaved_thinking": True}, steps=[
+        J(cmds=[("ls\n", 0.1)]) | {"reasoning": "First look around."}, J(complete=True) | {"reasoning": "Done."},
+        J(complete=True)]),
+    dict(name="json-no-recording-small-pane", parser="json", kwargs={"record_terminal_session": False, "tmux_pane_width": 80, "tmux_pane_height": 12}, steps=[
+        J(cmds=[("long\n", 1)]), J(complete=True), J(complete=True)]),
+    dict(name="json-warnings-long-output", parser="json", instruction="Write {x} and {{y}} to /tmp/out.", steps=[
+        {"content": '{"analysis": "a", "plan": "p", "commands": [{"keystrokes": "long\\n"}]}'},
+        {"content": 'ok {"analysis": "a", "plan": "p", "commands": [{"keystrokes": "long\\n", "duration": 1}], "task_complete": true}'},
+        J(complete=True)]),
+    dict(name="json-huge-keystrokes", parser="json", steps=[
+        J(cmds=[("cat > f <<'EOF'\n" + "abc'def " * 4000 + "\nEOF\n", 1), ("ls\n", 0.1)]), J(complete=True), J(complete=True)]),
+]
+
+
+def run_scenario(t2, base, sc, tmp):
+    import asyncio as aio
+
+    EVENTS.clear()
+    steps = [dict(s) for s in sc["steps"]]
+    llm = fake_llm(base, steps, sc.get("context_limit", 1000000), sc.get("output_limit"))
+    kwargs = dict(sc.get("kwargs", {}))
+    t2.Terminus2._init_llm = lambda self, **kw: llm
+    t2.Terminus2._count_total_tokens = lambda self, chat: sum(len(m["content"]) for m in chat.messages)
+    agent = t2.Terminus2(logs_dir=tmp, model_name="scripted", parser_name=sc["parser"], **kwargs)
+    term = FakeTerm(HELLO, kwargs.get("tmux_pane_height", 40))
+    env = FakeEnv(term, sc.get("dies_after"))
+
+    async def go():
+        await agent.setup(env)
+        await agent.run(sc.get("instruction", "Create /tmp/hello.txt containing hello."), env, Rec())
+
+    try:
+        aio.run(go())
+        end = "ok"
+    except Exception as e:
+        end = f"{type(e).__name__}: {e}"
+    if steps:
+        raise SystemExit(f"scenario {sc['name']}: {len(steps)} scripted replies left over")
+    return {"name": sc["name"], "parser": sc["parser"], "kwargs": kwargs, "context_limit": sc.get("context_limit", 1000000),
+            "output_limit": sc.get("output_limit"), "instruction": sc.get("instruction", "Create /tmp/hello.txt containing hello."),
+            "events": list(EVENTS), "end": end, "episodes": agent._n_episodes}
+
+
 def scenarios(src):
-    return {"commit": COMMIT, "scenarios": []}
+    import tempfile
+
+    t2, base = install_harbor(src)
+    with tempfile.TemporaryDirectory() as tmp:
+        return {"commit": COMMIT, "scenarios": [run_scenario(t2, base, sc, tmp) for sc in SCENARIOS]}
 
 
 if __name__ == "__main__":
