@@ -13,14 +13,13 @@ import (
 )
 
 // Harbor's TmuxSession (src/harbor/agents/terminus_2/tmux_session.py):
-// the session's name, the longest tmux command it sends, where the pane's
-// output and the recording go.
+// the session's name, the longest tmux command it sends, the folder the
+// pane's output and the recording go to (Harbor's EnvironmentPaths.agent_dir).
 const (
-	sessionName   = "terminus-2"
-	sendKeysMax   = 16000
-	paneLog       = "/logs/agent/terminus_2.pane"
-	recordingPath = "/logs/agent/recording.cast"
-	historyLimit  = 10000000
+	sessionName  = "terminus-2"
+	sendKeysMax  = 16000
+	agentLogDir  = "/logs/agent"
+	historyLimit = 10000000
 )
 
 // captureMax bounds what one command of the session may print: a capture
@@ -60,6 +59,7 @@ type session struct {
 	tmux          string // how commands name tmux ("tmux")
 	width, height int
 	record        bool
+	logDir        string // where the pane's log and the recording go
 	clock         clock
 	prev          *string // the last whole capture (_previous_buffer)
 }
@@ -77,8 +77,8 @@ func (s *session) run(ctx context.Context, cmd string) (string, int, error) {
 
 // startCommand is _tmux_start_session.
 func (s *session) startCommand() string {
-	return fmt.Sprintf("export TERM=xterm-256color && export SHELL=/bin/bash && %s new-session -x %d -y %d -d -s %s 'bash --login' \\; pipe-pane -t %s 'cat > %s'",
-		s.tmux, s.width, s.height, sessionName, sessionName, paneLog)
+	return fmt.Sprintf("export TERM=xterm-256color && export SHELL=/bin/bash && %s new-session -x %d -y %d -d -s %s 'bash --login' \\; pipe-pane -t %s 'cat > %s/terminus_2.pane'",
+		s.tmux, s.width, s.height, sessionName, sessionName, s.logDir)
 }
 
 // start is TmuxSession.start after tmux is in place: the session, the
@@ -98,7 +98,7 @@ func (s *session) start(ctx context.Context) error {
 	if !s.record {
 		return nil
 	}
-	if err := s.sendKeys(ctx, []string{"asciinema rec --stdin " + recordingPath, "Enter"}, 1.0); err != nil {
+	if err := s.sendKeys(ctx, []string{"asciinema rec --stdin " + s.logDir + "/recording.cast", "Enter"}, 1.0); err != nil {
 		return err
 	}
 	if err := s.sendKeys(ctx, []string{"clear", "Enter"}, 0); err != nil {

@@ -49,6 +49,12 @@ type Options struct {
 	NoRecording bool
 	// Tmux says where tmux comes from when the image has none.
 	Tmux Tmux
+	// Socket, when set, runs the session on a tmux server of that name
+	// (tmux -L) instead of the default one: for sandboxes that share the
+	// machine's /tmp (the local backend). LogDir is where the pane's log
+	// and the recording go (default /logs/agent, where Harbor mounts its
+	// agent logs).
+	Socket, LogDir string
 	// CountTokens counts a conversation's tokens for the summarization
 	// thresholds (Harbor: litellm's token_counter); nil: EstimateTokens.
 	CountTokens func([]agent.Message) int
@@ -112,7 +118,11 @@ func (a *Agent) newRun(sh agent.Shell, instruction string) (*run, error) {
 	if o.clock != nil {
 		c = *o.clock
 	}
-	r.sess = &session{sh: sh, tmux: "tmux", width: or(o.PaneWidth, 160), height: or(o.PaneHeight, 40), record: !o.NoRecording, clock: c}
+	logDir := o.LogDir
+	if logDir == "" {
+		logDir = agentLogDir
+	}
+	r.sess = &session{sh: sh, tmux: "tmux", width: or(o.PaneWidth, 160), height: or(o.PaneHeight, 40), record: !o.NoRecording, logDir: logDir, clock: c}
 	return r, nil
 }
 
@@ -128,6 +138,9 @@ func (r *run) setup(ctx context.Context) error {
 	tmux, err := r.opts.Tmux.ensure(ctx, r.sess)
 	if err != nil {
 		return err
+	}
+	if r.opts.Socket != "" {
+		tmux += " -L " + pystr.Quote(r.opts.Socket)
 	}
 	r.sess.tmux = tmux
 	return r.sess.start(ctx)

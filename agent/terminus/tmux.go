@@ -25,10 +25,10 @@ const uploadPath = "/tmp/.proctor-tmux/tmux"
 // ensure returns how the session's commands name tmux: "tmux" when the
 // image has it, else proctor's, linked into /usr/local/bin as Harbor's
 // source build installs it (or named by its path when that folder is not
-// writable). It also makes /logs/agent, which Harbor mounts and Terminus-2
-// writes the pane's log and the recording to.
+// writable). It also makes the log folder (/logs/agent, which Harbor
+// mounts), where Terminus-2 writes the pane's log and the recording.
 func (t Tmux) ensure(ctx context.Context, s *session) (string, error) {
-	if _, _, err := s.run(ctx, "mkdir -p /logs/agent 2>/dev/null"); err != nil {
+	if _, _, err := s.run(ctx, "mkdir -p "+pystr.Quote(s.logDir)+" 2>/dev/null"); err != nil {
 		return "", err
 	}
 	if _, rc, err := s.run(ctx, "tmux -V"); err != nil || rc == 0 {
