@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
@@ -82,9 +80,8 @@ func (s *Session) foreground(ctx context.Context, cmd string, timeout any) (stri
 	}
 	out := r.Stdout + r.Stderr
 	if r.Truncated {
-		if loc := cutMark.FindStringSubmatchIndex(out); loc != nil {
-			cut, _ := strconv.Atoi(out[loc[2]:loc[3]])
-			return truncate(pyjson.ValidUTF8([]byte(out[:loc[0]])), cut, pyjson.ValidUTF8([]byte(out[loc[1]:]))), r.ExitCode, nil
+		if head, cut, tail := sandbox.CutOutput(out); cut > 0 {
+			return truncate(pyjson.ValidUTF8([]byte(head)), cut, pyjson.ValidUTF8([]byte(tail))), r.ExitCode, nil
 		}
 	}
 	return truncate(pyjson.ValidUTF8([]byte(out)), 0, ""), r.ExitCode, nil
@@ -94,10 +91,6 @@ func (s *Session) foreground(ctx context.Context, cmd string, timeout any) (stri
 // the sandbox keeps the head and the tail, which hold more than the 20,000
 // and 30,000 characters the model sees.
 const foregroundMax = 1 << 20
-
-// cutMark is how the sandbox marks the part of a long output it did not
-// send: "\n…[N bytes cut]…\n".
-var cutMark = regexp.MustCompile("\n…\\[(\\d+) bytes cut\\]…\n")
 
 // truncate is terminal_tool's truncation of an output that is head, then
 // missing characters never brought back (counted as one per byte), then
