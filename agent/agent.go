@@ -139,6 +139,12 @@ type Trajectory struct {
 	Sampling *Sampling `json:"sampling,omitempty"`
 	// Oracle is what the oracle agent's reference solution printed.
 	Oracle *OracleRun `json:"oracle,omitempty"`
+	// ToolSchemas are the tools the model was offered when they are not
+	// proctor's own (Tools names those): mini-swe-agent's bash.
+	ToolSchemas []Schema `json:"tool_schemas,omitempty"`
+	// Submission is what an agent that submits (mini-swe-agent) handed
+	// in: its patch, as the reference records it.
+	Submission *string `json:"submission,omitempty"`
 }
 
 // Transcript is what a run directory keeps of one rollout's agent
@@ -173,6 +179,13 @@ type Turn struct {
 	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
 	CompletionLogprobs []float64 `json:"completion_logprobs,omitempty"`
+	// FinishReason is the endpoint's, when it was not "stop" or
+	// "tool_calls" (a reply cut at its output limit: "length").
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Rejected is the reply when the agent did not keep it in the
+	// conversation (mini-swe-agent drops a reply it cannot parse and
+	// tells the model why).
+	Rejected *Message `json:"rejected,omitempty"`
 }
 
 // FullPrompts returns every turn's whole prompt token ids (nil for a turn
@@ -202,6 +215,9 @@ func FullPrompts(turns []Turn) ([][]int, error) {
 func NewTurn(i int, reply Reply, secs float64, prev []int) (Turn, []int) {
 	t := Turn{Index: i, Usage: reply.Usage, ModelSecs: secs,
 		PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
+	if reply.FinishReason != "stop" && reply.FinishReason != "tool_calls" {
+		t.FinishReason = reply.FinishReason
+	}
 	if reply.CompletionLogprobs == nil {
 		t.Logprobs = reply.Logprobs
 	}
