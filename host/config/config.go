@@ -206,6 +206,12 @@ type Prices struct {
 	CachedInputPerMTok float64 `toml:"cached_input_per_mtok" json:"cached_input_per_mtok"`
 }
 
+// Cost prices tokens in US dollars: prompt tokens (cached ones among
+// them at the cached price) and completion tokens.
+func (p Prices) Cost(prompt, cached, completion int64) float64 {
+	return (float64(prompt-cached)*p.InputPerMTok + float64(cached)*p.CachedInputPerMTok + float64(completion)*p.OutputPerMTok) / 1e6
+}
+
 // Agent is the [agent] section.
 type Agent struct {
 	Kind         string   `toml:"kind" json:"kind"`
