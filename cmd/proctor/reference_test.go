@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,11 +26,23 @@ func evalReference(t *testing.T, plugin string, sets ...string) (dir string, cod
 		"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/tb2"),
 		"--set", "env.config.dataset=" + filepath.Join(root, "testdata/tb2/tasks"),
 		"--set", `env.config.tasks=["hello-file"]`, "--set", "run.retries=0"}
-	if plugin == "swesmith" {
+	switch plugin {
+	case "swesmith":
 		args = []string{"eval", filepath.Join(root, "examples/swesmith.toml"),
 			"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/swesmith"),
 			"--set", "env.config.dataset=" + filepath.Join(root, "testdata/swesmith/instances.jsonl"),
 			"--set", `env.config.instances=["calc__ops.add__change_operator"]`,
+			"--set", `env.config.prompt_template={problem_statement}`}
+	case "swesmith-clone":
+		repos := t.TempDir()
+		if b, err := exec.Command("bash", filepath.Join(root, "testdata/swesmith/make-repo.sh"), filepath.Join(repos, "calc")).CombinedOutput(); err != nil {
+			t.Fatalf("make-repo.sh: %v\n%s", err, b)
+		}
+		args = []string{"eval", filepath.Join(root, "examples/swesmith-clone.toml"),
+			"--set", "env.plugin=" + wasmtest.Build(t, "./plugins/swesmith"),
+			"--set", "env.config.dataset=" + filepath.Join(root, "testdata/swesmith/clone.jsonl"),
+			"--set", "env.config.repo_url=" + repos + "/{repo}",
+			"--set", `env.config.instances=["calc__clone.add_sign"]`,
 			"--set", `env.config.prompt_template={problem_statement}`}
 	}
 	for _, s := range sets {
@@ -228,7 +241,7 @@ func bashCall(content string, commands ...string) openaitest.Step {
 }
 
 // TestMiniSWEAgentSolvesTasks: mini-swe-agent resolves a SWE-smith
-// fixture instance (image mode) and the tb2 fixture through the CLI, from
+// fixture instance (image and clone modes) and the tb2 fixture through the CLI, from
 // scripted tool calls: swebench.yaml's messages and tool go out, commands
 // run in /testbed (SWE-smith) or the task's folder (tb2), the submission
 // is kept; the SWE-smith run replays from its transcript without a model.
@@ -263,6 +276,16 @@ func TestMiniSWEAgentSolvesTasks(t *testing.T) {
 	replayed, code, out := evalReference(t, "swesmith", "agent.kind=mini-swe-agent", "agent.script="+transcript)
 	if res, _ := os.ReadFile(filepath.Join(replayed, "results.jsonl")); code != 0 || !strings.Contains(string(res), `"outcome":"passed"`) {
 		t.Fatalf("replay: exit %d %s\n%s", code, res, out)
+	}
+
+	clone := openaitest.New(
+		bashCall("THOUGHT: fix it.", "sed -i '0,/return a - b/s//return a + b/' calc/ops.py && git diff -- calc/ops.py > patch.txt"),
+		bashCall("THOUGHT: submit.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"),
+	)
+	defer clone.Close()
+	dir, code, out = evalReference(t, "swesmith-clone", "agent.kind=mini-swe-agent", "model.base_url="+clone.URL(), "model.name=scripted")
+	if res, _ := os.ReadFile(filepath.Join(dir, "results.jsonl")); code != 0 || !strings.Contains(string(res), `"outcome":"passed"`) {
+		t.Fatalf("clone mode: exit %d %s\n%s", code, res, out)
 	}
 
 	srv2 := openaitest.New(
