@@ -18,17 +18,6 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
-// reportMedian adds the median of per-op durations in milliseconds as
-// unit (a mean, ns/op, is what one slow outlier on a shared machine skews).
-func reportMedian(b *testing.B, d []time.Duration, unit string) {
-	if len(d) == 0 {
-		return
-	}
-	d = slices.Clone(d)
-	slices.Sort(d)
-	b.ReportMetric(float64(d[len(d)/2])/1e6, unit)
-}
-
 func benchSandbox(b *testing.B, be *Backend) *Sandbox {
 	b.Helper()
 	sb, err := be.Start(context.Background(), sandbox.Spec{
@@ -63,7 +52,7 @@ func BenchmarkExecTrue(b *testing.B) {
 				}
 				d = append(d, time.Since(t0))
 			}
-			reportMedian(b, d, "median-ms/op")
+			sandboxtest.ReportMedian(b, d, "median-ms/op")
 		})
 	}
 }
@@ -84,7 +73,7 @@ func BenchmarkDockerExecCLI(b *testing.B) {
 		}
 		d = append(d, time.Since(t0))
 	}
-	reportMedian(b, d, "median-ms/op")
+	sandboxtest.ReportMedian(b, d, "median-ms/op")
 }
 
 // BenchmarkStart is create, start and ready shells, with the image
@@ -126,7 +115,7 @@ func BenchmarkStart(b *testing.B) {
 				sb.Close(ctx)
 				b.StartTimer()
 			}
-			reportMedian(b, d, "median-ms/op")
+			sandboxtest.ReportMedian(b, d, "median-ms/op")
 		})
 	}
 }
@@ -294,7 +283,7 @@ func BenchmarkIsolationOverhead(b *testing.B) {
 		name string
 		d    []time.Duration
 	}{{"plain-ms", plainLife}, {"plain-start-ms", plainStart}, {"plain-close-ms", plainClose}, {"isolated-ms", isoLife}, {"iso-start-ms", isoStart}, {"seal-ms", isoSeal}, {"iso-close-ms", isoClose}, {"overhead-ms", diff}} {
-		reportMedian(b, m.d, m.name)
+		sandboxtest.ReportMedian(b, m.d, m.name)
 	}
 }
 
@@ -342,8 +331,8 @@ func BenchmarkSmallFiles(b *testing.B) {
 					w, r = append(w, t1.Sub(t0)), append(r, time.Since(t1))
 				}
 				b.ReportMetric(float64((sandboxtest.MachineCPU()-c0)/time.Duration(b.N))/1e6, "cpu-ms/op")
-				reportMedian(b, w, "write-ms")
-				reportMedian(b, r, "read-ms")
+				sandboxtest.ReportMedian(b, w, "write-ms")
+				sandboxtest.ReportMedian(b, r, "read-ms")
 			})
 		}
 	}
