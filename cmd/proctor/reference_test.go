@@ -244,7 +244,9 @@ func bashCall(content string, commands ...string) openaitest.Step {
 // fixture instance (image and clone modes) and the tb2 fixture through the CLI, from
 // scripted tool calls: swebench.yaml's messages and tool go out, commands
 // run in /testbed (SWE-smith) or the task's folder (tb2), the submission
-// is kept; the SWE-smith run replays from its transcript without a model.
+// is kept; the SWE-smith run replays from its transcript without a model,
+// the tb2 one exports to Atropos with exact token ids and to SFT with its
+// bash tool.
 func TestMiniSWEAgentSolvesTasks(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	srv := openaitest.New(
@@ -293,9 +295,19 @@ func TestMiniSWEAgentSolvesTasks(t *testing.T) {
 		bashCall("THOUGHT: done.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
 	)
 	defer srv2.Close()
-	dir, code, out = evalReference(t, "tb2", "agent.kind=mini-swe-agent", "model.base_url="+srv2.URL(), "model.name=scripted")
+	dir, code, out = evalReference(t, "tb2", "agent.kind=mini-swe-agent", "model.base_url="+srv2.URL(), "model.name=scripted", "model.return_tokens=true")
 	if res, _ := os.ReadFile(filepath.Join(dir, "results.jsonl")); code != 0 || !strings.Contains(string(res), `"outcome":"passed"`) {
 		t.Fatalf("tb2: exit %d %s\n%s", code, res, out)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"export", dir, "--format", "atropos", "-o", filepath.Join(dir, "groups.jsonl")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export atropos: %d %s", code, stderr.String())
+	}
+	if g, _ := os.ReadFile(filepath.Join(dir, "groups.jsonl")); !bytes.Contains(g, []byte(`"tokens":[[`)) {
+		t.Errorf("no group with exact tokens: %s\n%s", g, stderr.String())
+	}
+	if code := run([]string{"export", dir, "--format", "sft"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `"name":"bash"`) {
+		t.Errorf("export sft: %d %s %s", code, stdout.String(), stderr.String())
 	}
 	if p := toJSON(srv2.Requests()[1].Body["messages"]); !strings.Contains(p, `<returncode>0</returncode>\n<output>\n/\n</output>`) {
 		t.Errorf("tb2 observation: %s", p)
