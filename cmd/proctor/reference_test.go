@@ -172,6 +172,34 @@ func TestTerminus2SolvesTB2Task(t *testing.T) {
 	}
 }
 
+// TestTerminus2SolvesSWEsmithTask: Terminus-2 resolves the SWE-smith
+// fixture instance (image mode) through the CLI from scripted replies: the
+// instruction is the bare problem statement, the pane starts in the
+// image's working directory (/testbed), as Harbor's docker exec does, so a
+// relative path reaches the repository; the plugin grades the change.
+func TestTerminus2SolvesSWEsmithTask(t *testing.T) {
+	requireTmux(t)
+	srv := openaitest.New(
+		openaitest.Step{Body: openaitest.Reply(terminusReply("sed -i '0,/return a - b/s//return a + b/' calc/ops.py; pwd\n", 1, true))},
+		openaitest.Step{Body: openaitest.Reply(terminusReply("", 0, true))},
+	)
+	defer srv.Close()
+	dir, code, out := evalReference(t, "swesmith", "agent.kind=terminus-2", "model.base_url="+srv.URL(), "model.name=scripted")
+	if res, _ := os.ReadFile(filepath.Join(dir, "results.jsonl")); code != 0 || !strings.Contains(string(res), `"outcome":"passed"`) {
+		t.Fatalf("exit %d %s\n%s", code, res, out)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	if p := lastUser(reqs[0]); !strings.Contains(p, "Task Description:\ncalc.ops.add() gives wrong results") {
+		t.Errorf("first prompt:\n%s", p)
+	}
+	if p := lastUser(reqs[1]); !strings.Contains(p, "\n/testbed\n") || !strings.HasSuffix(p, `If so, include "task_complete": true in your JSON response again.`) {
+		t.Errorf("confirmation:\n%q", p)
+	}
+}
+
 // TestTerminus2ErrorPaths: in one rollout, Harbor's answers to a reply
 // without JSON, to a reply without commands, to a command still running
 // when its duration is up, and to a full context (the three summarization
