@@ -58,8 +58,10 @@ if [ -x "$out/tmux" ]; then
   echo "tmux: $out/tmux (built meanwhile)"
   exit 0
 fi
-for tool in apt-get dpkg-deb dpkg-source flock make gcc sha256sum tar; do
-  command -v "$tool" >/dev/null || { echo "tmux: $tool is missing: install it (apt-get install $tool)" >&2; exit 1; }
+# Each tool, with the Debian package that brings it.
+for tool in apt-get:apt dpkg-deb:dpkg dpkg-source:dpkg-dev flock:util-linux make:make gcc:gcc sha256sum:coreutils tar:tar; do
+  command -v "${tool%%:*}" >/dev/null ||
+    { echo "tmux: ${tool%%:*} is missing: install it (apt-get install ${tool#*:})" >&2; exit 1; }
 done
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/aarch64-linux-gnu/libc.a ] ||
   { echo "tmux: glibc's static library is missing: apt-get install libc6-dev" >&2; exit 1; }
