@@ -63,6 +63,12 @@ type Run struct {
 	VerifyTimeout           Duration `toml:"verify_timeout" json:"verify_timeout"`
 	TeardownTimeout         Duration `toml:"teardown_timeout" json:"teardown_timeout"`
 	ProgressInterval        Duration `toml:"progress_interval" json:"progress_interval"`
+	// VerifierFailure is what a verifier that ran and reached no reward
+	// (its tests past their timeout, no reward file, an empty or
+	// unreadable one) makes of a rollout: VerifierOutcome (the default,
+	// Harbor's: the outcome verifier_failed, reward 0, never retried) or
+	// VerifierInfraError (an infra_error of class verifier, retried).
+	VerifierFailure string `toml:"verifier_failure" json:"verifier_failure"`
 
 	// Prestart is how many rollouts may have their sandbox started ahead
 	// of their turn while others run; 0 turns it off. Default: the
@@ -212,6 +218,15 @@ func (p Prices) Cost(prompt, cached, completion int64) float64 {
 	return (float64(prompt-cached)*p.InputPerMTok + float64(cached)*p.CachedInputPerMTok + float64(completion)*p.OutputPerMTok) / 1e6
 }
 
+// A terminal command's default time limit in seconds: hermes-agent's
+// TERMINAL_TIMEOUT, and the 300 its Terminal-Bench 2 environment sets
+// (environments/benchmarks/terminalbench_2/terminalbench2_env.py:218 at
+// 475205e3), which runs on the bundled tb2 plugin take.
+const (
+	DefaultTerminalTimeout = 180
+	TB2TerminalTimeout     = 300
+)
+
 // Agent is the [agent] section.
 type Agent struct {
 	Kind         string   `toml:"kind" json:"kind"`
@@ -223,6 +238,8 @@ type Agent struct {
 	// TerminalTimeout is hermes' TERMINAL_TIMEOUT in seconds: a terminal
 	// command's default time limit and the longest process wait.
 	TerminalTimeout int `toml:"terminal_timeout" json:"terminal_timeout"`
+	// terminalDefault: the config left terminal_timeout out.
+	terminalDefault bool
 
 	// Terminus2 and MiniSWEAgent tune the reference agents of those kinds
 	// (docs/agents.md); their zero values are the references' defaults.
@@ -262,6 +279,16 @@ type MiniSWEAgent struct {
 	// task's working directory); Timeout environment.timeout in seconds.
 	Cwd     string `toml:"cwd" json:"cwd,omitempty"`
 	Timeout int    `toml:"timeout" json:"timeout"`
+}
+
+// ForPlugin fills in the defaults that depend on the environment plugin
+// the run loaded (by its manifest's name, whatever path or reference
+// named it): hermes' Terminal-Bench 2 environment gives terminal commands
+// 300 s, so a run of the tb2 plugin that sets no terminal_timeout does too.
+func (c *Config) ForPlugin(name string) {
+	if name == "tb2" && c.Agent.terminalDefault {
+		c.Agent.TerminalTimeout = TB2TerminalTimeout
+	}
 }
 
 // Sandbox is the [sandbox] section.
@@ -318,6 +345,12 @@ type Toleration struct {
 	Effect   string `toml:"effect" json:"effect,omitempty"`
 	Seconds  *int64 `toml:"seconds" json:"seconds,omitempty"`
 }
+
+// [run] verifier_failure values.
+const (
+	VerifierOutcome    = "outcome"
+	VerifierInfraError = "infra_error"
+)
 
 // NetworkAuto is [sandbox] network's default.
 const NetworkAuto = "auto"
@@ -671,6 +704,9 @@ func (c *Config) defaults() {
 	if r.ProgressInterval.Duration == 0 {
 		r.ProgressInterval.Duration = 30 * time.Second
 	}
+	if r.VerifierFailure == "" {
+		r.VerifierFailure = VerifierOutcome
+	}
 	if c.Agent.Kind == "" {
 		c.Agent.Kind = "llm"
 	}
@@ -682,7 +718,7 @@ func (c *Config) defaults() {
 		c.Agent.Tools = []string{"terminal", "file"}
 	}
 	if c.Agent.TerminalTimeout == 0 {
-		c.Agent.TerminalTimeout = 180
+		c.Agent.TerminalTimeout, c.Agent.terminalDefault = DefaultTerminalTimeout, true
 	}
 	if c.Model.RequestTimeout.Duration == 0 {
 		c.Model.RequestTimeout.Duration = 10 * time.Minute
@@ -809,6 +845,9 @@ func (c *Config) validate(data []byte) error {
 		return bad("run.retries", "must not be negative", "")
 	case c.Run.Prestart != nil && *c.Run.Prestart < 0:
 		return bad("run.prestart", "must not be negative", "0 turns starting sandboxes ahead off")
+	}
+	if err := oneOf("run.verifier_failure", c.Run.VerifierFailure, VerifierOutcome, VerifierInfraError); err != nil {
+		return err
 	}
 	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay", KindTerminus2, KindMiniSWEAgent); err != nil {
 		return err
