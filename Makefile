@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down
+.PHONY: help build plugins warden tmux test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ plugins: ## build the bundled plugins to wasm (embedded by build)
 
 python-runtime: ## build the Python plugin runtime from Debian's sources (once per machine; cached)
 	@bash sdk/python/runtime/build.sh
+
+tmux: ## build the static tmux Terminus-2 brings into images without one, from Debian's sources (once per machine; cached)
+	@bash agent/terminus/tmuxbin/build.sh
 
 # The tests that need the runtime wait for a build under way (its lock), so
 # the suite starts at once and the runtime builds beside it.
@@ -73,11 +76,11 @@ k8s-up: base-image ## start a local single-node Kubernetes cluster (as root; see
 k8s-down: ## stop the local Kubernetes cluster, leaving nothing running or mounted
 	@bash scripts/k8s.sh down
 
-test: fixture-images plugins warden test-tools python-runtime-background ## run the tests (starts what they need first)
+test: fixture-images plugins warden test-tools python-runtime-background tmux ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins warden test-tools python-runtime-background ## run the tests under the race detector
+test-race: fixture-images plugins warden test-tools python-runtime-background tmux ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test -race $(TESTFLAGS) ./...
 

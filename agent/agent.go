@@ -77,6 +77,9 @@ type Reply struct {
 	PromptTokenIDs     []int
 	CompletionTokenIDs []int
 	CompletionLogprobs []float64
+	// FinishReason is why the model stopped ("stop", "length",
+	// "tool_calls"), as the endpoint says; "" when it does not.
+	FinishReason string
 }
 
 // Model is one chat completion.
@@ -148,6 +151,12 @@ type Trajectory struct {
 	Sampling *Sampling `json:"sampling,omitempty"`
 	// Oracle is what the oracle agent's reference solution printed.
 	Oracle *OracleRun `json:"oracle,omitempty"`
+	// ToolSchemas are the tools the model was offered when they are not
+	// proctor's own (Tools names those): mini-swe-agent's bash.
+	ToolSchemas []Schema `json:"tool_schemas,omitempty"`
+	// Submission is what an agent that submits (mini-swe-agent) handed
+	// in: its patch, as the reference records it.
+	Submission *string `json:"submission,omitempty"`
 }
 
 // Transcript is what a run directory keeps of one rollout's agent
@@ -182,6 +191,13 @@ type Turn struct {
 	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
 	CompletionLogprobs []float64 `json:"completion_logprobs,omitempty"`
+	// FinishReason is the endpoint's, when it was not "stop" or
+	// "tool_calls" (a reply cut at its output limit: "length").
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Rejected is the reply when the agent did not keep it in the
+	// conversation (mini-swe-agent drops a reply it cannot parse and
+	// tells the model why).
+	Rejected *Message `json:"rejected,omitempty"`
 }
 
 // FullPrompts returns every turn's whole prompt token ids (nil for a turn
@@ -202,6 +218,26 @@ func FullPrompts(turns []Turn) ([][]int, error) {
 		prev = append(full[:len(full):len(full)], t.CompletionTokenIDs...)
 	}
 	return out, nil
+}
+
+// NewTurn is the record of model call i, which took secs and answered
+// reply: its usage, token ids and logprobs. prev is the previous call's
+// prompt and completion ids, which the prompt's ids are stored beyond
+// when they repeat them; NewTurn returns this call's, for the next.
+func NewTurn(i int, reply Reply, secs float64, prev []int) (Turn, []int) {
+	t := Turn{Index: i, Usage: reply.Usage, ModelSecs: secs,
+		PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
+	if reply.FinishReason != "stop" && reply.FinishReason != "tool_calls" {
+		t.FinishReason = reply.FinishReason
+	}
+	if reply.CompletionLogprobs == nil {
+		t.Logprobs = reply.Logprobs
+	}
+	if len(reply.PromptTokenIDs) > 0 {
+		sharePrefix(&t, prev)
+		prev = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
+	}
+	return t, prev
 }
 
 // sharePrefix stores a call's prompt ids as the part that does not repeat
@@ -266,15 +302,8 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		}
 		start := time.Now()
 		reply, err := l.Model.Complete(ctx, tr.Messages, schemas)
-		turn := Turn{Index: i, Usage: reply.Usage, ModelSecs: time.Since(start).Seconds(),
-			PromptTokenIDs: reply.PromptTokenIDs, CompletionTokenIDs: reply.CompletionTokenIDs, CompletionLogprobs: reply.CompletionLogprobs}
-		if reply.CompletionLogprobs == nil {
-			turn.Logprobs = reply.Logprobs
-		}
-		if len(reply.PromptTokenIDs) > 0 {
-			sharePrefix(&turn, prevIDs)
-			prevIDs = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
-		}
+		var turn Turn
+		turn, prevIDs = NewTurn(i, reply, time.Since(start).Seconds(), prevIDs)
 		tr.Usage = tr.Usage.Add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -234,6 +236,24 @@ type ExecOptions struct {
 	// fresh, so nothing an agent exported (PATH, LD_PRELOAD, PYTHONPATH)
 	// reaches them.
 	Fresh bool
+}
+
+// CutMark is what Exec puts between the head and the tail of an output
+// over MaxOutput: how many bytes it left out.
+func CutMark(n int64) string { return fmt.Sprintf("\n…[%d bytes cut]…\n", n) }
+
+var cutMark = regexp.MustCompile("\n…\\[(\\d+) bytes cut\\]…\n")
+
+// CutOutput splits an output that Exec cut (ExecResult.Truncated) into its
+// head, the number of bytes it left out and its tail; an output without
+// the mark is all head.
+func CutOutput(out string) (head string, cut int, tail string) {
+	loc := cutMark.FindStringSubmatchIndex(out)
+	if loc == nil {
+		return out, 0, ""
+	}
+	cut, _ = strconv.Atoi(out[loc[2]:loc[3]])
+	return out[:loc[0]], cut, out[loc[1]:]
 }
 
 // ExecResult is what one command did.

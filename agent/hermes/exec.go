@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -121,7 +122,7 @@ func (s *Session) hasCommand(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.has[name] = pyStrip(r.out) == "yes"
+	s.has[name] = pystr.Strip(r.out) == "yes"
 	return s.has[name], nil
 }
 
@@ -135,7 +136,7 @@ func (s *Session) expandPath(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	home := pyStrip(r.out)
+	home := pystr.Strip(r.out)
 	if r.code != 0 || home == "" {
 		return path, nil
 	}
@@ -157,7 +158,7 @@ func (s *Session) expandPath(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if uh := pyStrip(r.out); r.code == 0 && uh != "" {
+	if uh := pystr.Strip(r.out); r.code == 0 && uh != "" {
 		return uh + path[1+len(user):], nil
 	}
 	return path, nil

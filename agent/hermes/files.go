@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // The file tools are tools/file_tools.py over tools/file_operations.py's
@@ -103,7 +104,7 @@ func (r readResult) dict() *pyjson.Object {
 
 // pyInt is int(s) for what commands print, or false.
 func pyInt(s string) (int, bool) {
-	s = pyStrip(s)
+	s = pystr.Strip(s)
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
 		neg, s = s[0] == '-', s[1:]
@@ -141,8 +142,8 @@ func digitValue(r rune) int {
 func numbered(text string, start int) string {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
-		if runeLen(l) > maxLineLength {
-			l = headRunes(l, maxLineLength) + "... [truncated]"
+		if pystr.Len(l) > maxLineLength {
+			l = pystr.Head(l, maxLineLength) + "... [truncated]"
 		}
 		lines[i] = fmt.Sprintf("%6d|%s", start+i, l)
 	}
@@ -271,19 +272,19 @@ func likelyBinary(sample string) bool {
 func suggestSimilar(p, dir string, ls result) readResult {
 	name := strings.ToLower(p[strings.LastIndexByte(p, '/')+1:])
 	var similar []string
-	if ls.code == 0 && pyStrip(ls.out) != "" {
+	if ls.code == 0 && pystr.Strip(ls.out) != "" {
 		want := map[rune]bool{}
 		for _, r := range name {
 			want[r] = true
 		}
-		for _, f := range strings.Split(pyStrip(ls.out), "\n") {
+		for _, f := range strings.Split(pystr.Strip(ls.out), "\n") {
 			common := map[rune]bool{}
 			for _, r := range strings.ToLower(f) {
 				if want[r] {
 					common[r] = true
 				}
 			}
-			if float64(len(common)) >= float64(runeLen(name))*0.5 {
+			if float64(len(common)) >= float64(pystr.Len(name))*0.5 {
 				similar = append(similar, join(dir, f))
 			}
 		}
@@ -562,7 +563,7 @@ func (s *Session) search(ctx context.Context, pattern, pv, target, glob, limit, 
 		return searchResult{}, err
 	}
 	for i, t := range tools {
-		s.has[t] = pyStrip(r[i+1].out) == "yes"
+		s.has[t] = pystr.Strip(r[i+1].out) == "yes"
 	}
 	if strings.Contains(r[0].out, "not_found") {
 		return searchResult{err: fmt.Sprintf("Path not found: %s. Verify the path exists (use 'terminal' to check).", p)}, nil
@@ -598,7 +599,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 		if err != nil {
 			return searchResult{}, err
 		}
-		all := nonEmpty(strings.Split(pyStrip(r[0].out), "\n"))
+		all := nonEmpty(strings.Split(pystr.Strip(r[0].out), "\n"))
 		stop, err := pyAdd(offset, limit)
 		if err != nil {
 			return searchResult{}, err
@@ -628,7 +629,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 		return searchResult{}, err
 	}
 	out := r[0]
-	if pyStrip(out.out) == "" {
+	if pystr.Strip(out.out) == "" {
 		// The form without -printf, for BSD find.
 		fetch, err := pyAdd(limit, offset)
 		if err != nil {
@@ -642,7 +643,7 @@ func (s *Session) searchNames(ctx context.Context, pv any, p string, limit, offs
 		out = r[0]
 	}
 	var files []string
-	for _, line := range strings.Split(pyStrip(out.out), "\n") {
+	for _, line := range strings.Split(pystr.Strip(out.out), "\n") {
 		if line == "" {
 			continue
 		}
@@ -755,10 +756,10 @@ func (s *Session) searchContent(ctx context.Context, pattern any, p string, glob
 		return searchResult{}, err
 	}
 	out := r[0]
-	if out.code == 2 && pyStrip(out.out) == "" {
+	if out.code == 2 && pystr.Strip(out.out) == "" {
 		return searchResult{err: "Search failed: Search error"}, nil
 	}
-	lines := strings.Split(pyStrip(out.out), "\n")
+	lines := strings.Split(pystr.Strip(out.out), "\n")
 	stop, err := pyAdd(offset, limit)
 	if err != nil {
 		return searchResult{}, err
@@ -802,7 +803,7 @@ func (s *Session) searchContent(ctx context.Context, pattern any, p string, glob
 			continue
 		}
 		n, _ := pyInt(m[3])
-		ms = append(ms, match{path: m[1] + m[2], line: n, content: headRunes(m[4], 500)})
+		ms = append(ms, match{path: m[1] + m[2], line: n, content: pystr.Head(m[4], 500)})
 	}
 	page, err := pySliceAny(ms, offset, stop)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent/difflib"
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // The patch tool's matching: tools/fuzzy_match.py's chain of strategies,
@@ -85,7 +86,7 @@ func mapLines(lines []string, f func(string) string) []string {
 
 func lineTrimmed(content, pattern string) ([]span, error) {
 	lines := strings.Split(content, "\n")
-	return normalizedMatches(content, lines, mapLines(lines, pyStrip), strings.Join(mapLines(strings.Split(pattern, "\n"), pyStrip), "\n")), nil
+	return normalizedMatches(content, lines, mapLines(lines, pystr.Strip), strings.Join(mapLines(strings.Split(pattern, "\n"), pystr.Strip), "\n")), nil
 }
 
 var blanks = regexp.MustCompile(`[ \t]+`)
@@ -101,7 +102,7 @@ func whitespaceNormalized(content, pattern string) ([]span, error) {
 
 func indentationFlexible(content, pattern string) ([]span, error) {
 	lines := strings.Split(content, "\n")
-	return normalizedMatches(content, lines, mapLines(lines, pyLStrip), strings.Join(mapLines(strings.Split(pattern, "\n"), pyLStrip), "\n")), nil
+	return normalizedMatches(content, lines, mapLines(lines, pystr.LStrip), strings.Join(mapLines(strings.Split(pattern, "\n"), pystr.LStrip), "\n")), nil
 }
 
 var unescaper = strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\r`, "\r")
@@ -118,9 +119,9 @@ func escapeNormalized(content, pattern string) ([]span, error) {
 
 func trimmedBoundary(content, pattern string) ([]span, error) {
 	pl := strings.Split(pattern, "\n")
-	pl[0] = pyStrip(pl[0])
+	pl[0] = pystr.Strip(pl[0])
 	if len(pl) > 1 {
-		pl[len(pl)-1] = pyStrip(pl[len(pl)-1])
+		pl[len(pl)-1] = pystr.Strip(pl[len(pl)-1])
 	}
 	want := strings.Join(pl, "\n")
 	lines := strings.Split(content, "\n")
@@ -128,9 +129,9 @@ func trimmedBoundary(content, pattern string) ([]span, error) {
 	n := len(pl)
 	for i := 0; i+n <= len(lines); i++ {
 		block := slices.Clone(lines[i : i+n])
-		block[0] = pyStrip(block[0])
+		block[0] = pystr.Strip(block[0])
 		if n > 1 {
-			block[n-1] = pyStrip(block[n-1])
+			block[n-1] = pystr.Strip(block[n-1])
 		}
 		if strings.Join(block, "\n") == want {
 			out = append(out, linePositions(lines, i, i+n, len(content)))
@@ -146,13 +147,13 @@ func blockAnchor(content, pattern string) ([]span, error) {
 	if len(pl) < 2 {
 		return nil, nil
 	}
-	first, last := pyStrip(pl[0]), pyStrip(pl[len(pl)-1])
+	first, last := pystr.Strip(pl[0]), pystr.Strip(pl[len(pl)-1])
 	norm := strings.Split(unicodeASCII.Replace(content), "\n")
 	orig := strings.Split(content, "\n")
 	n := len(pl)
 	var cand []int
 	for i := 0; i+n <= len(norm); i++ {
-		if pyStrip(norm[i]) == first && pyStrip(norm[i+n-1]) == last {
+		if pystr.Strip(norm[i]) == first && pystr.Strip(norm[i+n-1]) == last {
 			cand = append(cand, i)
 		}
 	}
@@ -174,9 +175,9 @@ func blockAnchor(content, pattern string) ([]span, error) {
 }
 
 func contextAware(content, pattern string) ([]span, error) {
-	pl := mapLines(strings.Split(pattern, "\n"), pyStrip)
+	pl := mapLines(strings.Split(pattern, "\n"), pystr.Strip)
 	lines := strings.Split(content, "\n")
-	cl := mapLines(lines, pyStrip)
+	cl := mapLines(lines, pystr.Strip)
 	plr := make([][]rune, len(pl))
 	for i, l := range pl {
 		plr[i] = []rune(l)

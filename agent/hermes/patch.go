@@ -9,6 +9,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent/difflib"
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // linters are file_operations' LINTERS: the syntax check run after an edit.
@@ -165,7 +166,7 @@ func (s *Session) patchReplace(ctx context.Context, pv, old, repl any, all bool)
 }
 
 func unifiedDiff(a, b, name string) string {
-	return difflib.UnifiedDiff(splitLines(a, true), splitLines(b, true), "a/"+name, "b/"+name)
+	return difflib.UnifiedDiff(pystr.SplitLines(a, true), pystr.SplitLines(b, true), "a/"+name, "b/"+name)
 }
 
 // writeAndLint writes a file as write_file does and checks its syntax, in
@@ -207,7 +208,7 @@ func (s *Session) lint(ctx context.Context, p string) (*pyjson.Object, error) {
 	if r.code != 0 {
 		status = "error"
 	}
-	return pyjson.NewObject().Set("status", status).Set("output", pyStrip(r.out)), nil
+	return pyjson.NewObject().Set("status", status).Set("output", pystr.Strip(r.out)), nil
 }
 
 // v4aApply is how apply_v4a_operations handles one kind of operation: the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -231,7 +232,7 @@ func (s *Session) probe(ctx context.Context, tails map[string]int, waitFor *proc
 		if end < 0 {
 			continue
 		}
-		logs[id] = tailRunes(pyjson.ValidUTF8([]byte(body[:end])), tails[id])
+		logs[id] = pystr.Tail(pyjson.ValidUTF8([]byte(body[:end])), tails[id])
 		out = out[:start] + body[end+len(mark)+2:]
 	}
 	for _, line := range strings.Split(out, "\n") {
@@ -331,7 +332,7 @@ func (s *Session) listProcs(ctx context.Context) (reply, error) {
 	}
 	var l []any
 	for _, p := range append(slices.Clone(s.procs.running), s.procs.finished...) {
-		e := pyjson.NewObject().Set("session_id", p.id).Set("command", headRunes(pyjson.Str(p.command), 200)).
+		e := pyjson.NewObject().Set("session_id", p.id).Set("command", pystr.Head(pyjson.Str(p.command), 200)).
 			Set("cwd", p.cwd).Set("pid", p.pidValue()).Set("started_at", p.started.Local().Format("2006-01-02T15:04:05")).
 			Set("uptime_seconds", s.uptime(p)).Set("status", status(p)).Set("output_preview", logs[p.id])
 		if p.exited {
@@ -382,7 +383,7 @@ func (s *Session) logProc(ctx context.Context, sid string, offset, limit any) (r
 	if nf != nil || err != nil {
 		return deref(nf), err
 	}
-	lines := splitLines(stripANSI(log), false)
+	lines := pystr.SplitLines(stripANSI(log), false)
 	var sel []string
 	// if offset == 0 and limit > 0: lines[-limit:] else lines[offset:offset + limit]
 	last := false
@@ -461,7 +462,7 @@ func (s *Session) waitProc(ctx context.Context, sid string, timeout any) (reply,
 		}
 		return reply{obj: out}, nil
 	}
-	out.Set("status", "timeout").Set("output", stripANSI(tailRunes(logs[sid], 1000)))
+	out.Set("status", "timeout").Set("output", stripANSI(pystr.Tail(logs[sid], 1000)))
 	if note == "" {
 		note = fmt.Sprintf("Waited %ss, process still running", pyjson.Str(effective))
 	}
@@ -506,5 +507,5 @@ func (s *Session) writeProc(ctx context.Context, sid, data string) (reply, error
 		}
 		return reply{obj: pyjson.NewObject().Set("status", "error").Set("error", msg)}, nil
 	}
-	return reply{obj: pyjson.NewObject().Set("status", "ok").Set("bytes_written", runeLen(data))}, nil
+	return reply{obj: pyjson.NewObject().Set("status", "ok").Set("bytes_written", pystr.Len(data))}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // redact is agent/redact.py's redact_sensitive_text, which hermes applies
@@ -36,10 +38,10 @@ func redact(s string) string {
 
 // maskToken keeps the first 6 and last 4 characters of long tokens.
 func maskToken(t string) string {
-	if runeLen(t) < 18 {
+	if pystr.Len(t) < 18 {
 		return "***"
 	}
-	return headRunes(t, 6) + "..." + tailRunes(t, 4)
+	return pystr.Head(t, 6) + "..." + pystr.Tail(t, 4)
 }
 
 // pyWS is Python's \s in a str pattern, as a character class body.
@@ -160,7 +162,7 @@ var secretWords = []string{"APIKEY", "API_KEY", "TOKEN", "SECRET", "PASSWORD", "
 
 func spaceAt(s string, i int) (bool, int) {
 	r, n := utf8.DecodeRuneInString(s[i:])
-	return isSpace(r), n
+	return pystr.IsSpace(r), n
 }
 
 func skipSpace(s string, i int) int {
@@ -269,9 +271,9 @@ func redactPhones(s string) string {
 				continue
 			}
 			phone := s[i:e]
-			masked := headRunes(phone, 4) + "****" + tailRunes(phone, 4)
-			if runeLen(phone) <= 8 {
-				masked = headRunes(phone, 2) + "****" + tailRunes(phone, 2)
+			masked := pystr.Head(phone, 4) + "****" + pystr.Tail(phone, 4)
+			if pystr.Len(phone) <= 8 {
+				masked = pystr.Head(phone, 2) + "****" + pystr.Tail(phone, 2)
 			}
 			b.WriteString(s[last:i])
 			b.WriteString(masked)

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 	"github.com/proctor-dev/proctor/sandbox"
 )
 
@@ -36,7 +35,7 @@ func (s *Session) terminal(ctx context.Context, args *pyjson.Object) (reply, err
 		return terminalReply("", -1, fmt.Sprintf("Command execution failed: TypeError: expected string or bytes-like object, got '%s'", pyjson.TypeName(command))), nil
 	}
 	if pyjson.Truthy(workdir) {
-		cmd = "cd " + shlexQuote(pyjson.Str(workdir)) + " && " + cmd
+		cmd = "cd " + pystr.Quote(pyjson.Str(workdir)) + " && " + cmd
 	}
 	output, code, err := s.foreground(ctx, cmd, effective)
 	if err != nil {
@@ -44,7 +43,7 @@ func (s *Session) terminal(ctx context.Context, args *pyjson.Object) (reply, err
 	}
 	output = stripANSI(output)
 	if output != "" {
-		output = redact(pyStrip(output))
+		output = redact(pystr.Strip(output))
 	}
 	return terminalReply(output, code, nil), nil
 }
@@ -81,9 +80,8 @@ func (s *Session) foreground(ctx context.Context, cmd string, timeout any) (stri
 	}
 	out := r.Stdout + r.Stderr
 	if r.Truncated {
-		if loc := cutMark.FindStringSubmatchIndex(out); loc != nil {
-			cut, _ := strconv.Atoi(out[loc[2]:loc[3]])
-			return truncate(pyjson.ValidUTF8([]byte(out[:loc[0]])), cut, pyjson.ValidUTF8([]byte(out[loc[1]:]))), r.ExitCode, nil
+		if head, cut, tail := sandbox.CutOutput(out); cut > 0 {
+			return truncate(pyjson.ValidUTF8([]byte(head)), cut, pyjson.ValidUTF8([]byte(tail))), r.ExitCode, nil
 		}
 	}
 	return truncate(pyjson.ValidUTF8([]byte(out)), 0, ""), r.ExitCode, nil
@@ -94,16 +92,12 @@ func (s *Session) foreground(ctx context.Context, cmd string, timeout any) (stri
 // and 30,000 characters the model sees.
 const foregroundMax = 1 << 20
 
-// cutMark is how the sandbox marks the part of a long output it did not
-// send: "\n…[N bytes cut]…\n".
-var cutMark = regexp.MustCompile("\n…\\[(\\d+) bytes cut\\]…\n")
-
 // truncate is terminal_tool's truncation of an output that is head, then
 // missing characters never brought back (counted as one per byte), then
 // tail: over maxOutputChars characters it keeps the first 40% and the last
 // 60% around a notice of how many characters it left out.
 func truncate(head string, missing int, tail string) string {
-	n := runeLen(head) + missing + runeLen(tail)
+	n := pystr.Len(head) + missing + pystr.Len(tail)
 	if n <= maxOutputChars {
 		return head + tail
 	}
@@ -112,5 +106,5 @@ func truncate(head string, missing int, tail string) string {
 	}
 	h := maxOutputChars * 4 / 10
 	t := maxOutputChars - h
-	return headRunes(head, h) + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", n-h-t, n) + tailRunes(tail, t)
+	return pystr.Head(head, h) + fmt.Sprintf("\n\n... [OUTPUT TRUNCATED - %d chars omitted out of %d total] ...\n\n", n-h-t, n) + pystr.Tail(tail, t)
 }

@@ -7,34 +7,14 @@ import (
 	"testing"
 
 	"github.com/proctor-dev/proctor/agent/pyjson"
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // Expectations from CPython 3.11.7.
 
-func TestShlexQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"": "''", "abc": "abc", "a b": "'a b'", "it's": `'it'"'"'s'`, "/tmp/x-y_z.py": "/tmp/x-y_z.py",
-		"~/x": "'~/x'", "a@b%c+d=e:f,g.h/i-j": "a@b%c+d=e:f,g.h/i-j", "$HOME": "'$HOME'", "é": "'é'",
-	} {
-		if got := shlexQuote(in); got != want {
-			t.Errorf("shlexQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
+func TestEscapeArg(t *testing.T) {
 	if got := escapeArg("it's"); got != `'it'"'"'s'` {
 		t.Errorf("escapeArg: %s", got)
-	}
-}
-
-func TestSplitLinesAndStrip(t *testing.T) {
-	s := "a\nb\r\nc\rd\ve\ff\x1cg\x1dh\x1ei\u0085j\u2028k\u2029l\n\nm"
-	if got := splitLines(s, false); !slices.Equal(got, []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "", "m"}) {
-		t.Errorf("splitlines: %q", got)
-	}
-	if got := splitLines(s, true); strings.Join(got, "") != s || len(got) != 14 || got[1] != "b\r\n" || got[12] != "\n" {
-		t.Errorf("splitlines(keepends): %q", got)
-	}
-	if got := pyStrip(" \t\x1c\x1f\u00a0\u3000x y\u2003\n"); got != "x y" {
-		t.Errorf("strip: %q", got)
 	}
 }
 
@@ -87,7 +67,7 @@ func TestTruncate(t *testing.T) {
 	got := truncate(s, 0, "")
 	want := strings.Repeat("a", 20000) + "\n\n... [OUTPUT TRUNCATED - 50000 chars omitted out of 100000 total] ...\n\n" + strings.Repeat("é", 30000)
 	if got != want {
-		t.Fatalf("truncation kept the wrong parts (%d characters)", runeLen(got))
+		t.Fatalf("truncation kept the wrong parts (%d characters)", pystr.Len(got))
 	}
 	got = truncate(strings.Repeat("h", 524288), 2000000, strings.Repeat("t", 524288))
 	if !strings.Contains(got, "[OUTPUT TRUNCATED - 2998576 chars omitted out of 3048576 total]") || !strings.HasPrefix(got, strings.Repeat("h", 20000)+"\n") || !strings.HasSuffix(got, "\n"+strings.Repeat("t", 30000)) {

@@ -3,6 +3,8 @@ package hermes
 import (
 	"regexp"
 	"strings"
+
+	"github.com/proctor-dev/proctor/agent/pystr"
 )
 
 // The V4A patch format of tools/patch_parser.py:
@@ -81,17 +83,17 @@ func parseV4A(text string) []patchOp {
 		line := lines[i]
 		if m := updateRE.FindStringSubmatch(line); m != nil {
 			flush()
-			cur, h = &patchOp{kind: opUpdate, path: pyStrip(m[1])}, nil
+			cur, h = &patchOp{kind: opUpdate, path: pystr.Strip(m[1])}, nil
 		} else if m := addRE.FindStringSubmatch(line); m != nil {
 			flush()
-			cur, h = &patchOp{kind: opAdd, path: pyStrip(m[1])}, &hunk{}
+			cur, h = &patchOp{kind: opAdd, path: pystr.Strip(m[1])}, &hunk{}
 		} else if m := deleteRE.FindStringSubmatch(line); m != nil {
 			flush()
-			ops = append(ops, patchOp{kind: opDelete, path: pyStrip(m[1])})
+			ops = append(ops, patchOp{kind: opDelete, path: pystr.Strip(m[1])})
 			cur, h = nil, nil
 		} else if m := moveRE.FindStringSubmatch(line); m != nil {
 			flush()
-			ops = append(ops, patchOp{kind: opMove, path: pyStrip(m[1]), newPath: pyStrip(m[2])})
+			ops = append(ops, patchOp{kind: opMove, path: pystr.Strip(m[1]), newPath: pystr.Strip(m[2])})
 			cur, h = nil, nil
 		} else if strings.HasPrefix(line, "@@") {
 			if cur != nil {

@@ -412,6 +412,7 @@ func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, er
 		reply.PromptTokenIDs = ch.PromptTokenIDs
 	}
 	reply.CompletionTokenIDs = ch.TokenIDs
+	reply.FinishReason = ch.FinishReason
 	return reply, nil
 }
 

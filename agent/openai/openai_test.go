@@ -318,3 +318,20 @@ func TestBudgetErrorKeepsCause(t *testing.T) {
 		t.Fatalf("want the budget error wrapping the 503, got %v", err)
 	}
 }
+
+// TestFinishReason: the reply says why the model stopped, so agents that
+// treat a cut answer apart (Terminus-2, mini-swe-agent) can tell.
+func TestFinishReason(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Body: openaitest.Finished(openaitest.Reply("half an ans"), "length")},
+		openaitest.Step{Body: openaitest.Reply("whole")},
+	)
+	defer srv.Close()
+	c := client(srv, Config{})
+	for _, want := range []string{"length", "stop"} {
+		r, err := c.Complete(context.Background(), hello, nil)
+		if err != nil || r.FinishReason != want {
+			t.Fatalf("finish reason %q (%v), want %q", r.FinishReason, err, want)
+		}
+	}
+}

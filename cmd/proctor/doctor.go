@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/plugin/bundled"
 	"github.com/proctor-dev/proctor/sandbox"
@@ -63,6 +64,9 @@ func (c doctorCmd) Run(g *globals) error {
 		}
 		if rc.Sandbox.Backend == "kubernetes" {
 			checks = append(checks, kubernetesChecks(g.ctx, rc, c.Image)...)
+		}
+		if rc.Agent.Kind == config.KindTerminus2 {
+			checks = append(checks, tmuxCheck())
 		}
 	}
 

@@ -168,7 +168,7 @@ func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx c
 		}
 		return b, b.Prune, nil
 	default:
-		b, err := docker.New(docker.WithIsolation(c.Sandbox.Isolated()))
+		b, err := docker.New(append(tmuxBind(c), docker.WithIsolation(c.Sandbox.Isolated()))...)
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			_, err = b.Ping(pctx)
@@ -221,6 +221,8 @@ func agentFor(c *config.Config, lim *openai.Limiter) (scheduler.Agent, error) {
 			return nil, err
 		}
 		return loopAgent(newModel, tools, c, "llm"), nil
+	case config.KindTerminus2, config.KindMiniSWEAgent:
+		return referenceAgent(c, lim)
 	}
 	return nil, &fault.Usage{Err: fmt.Errorf("unknown agent kind %q", c.Agent.Kind)}
 }

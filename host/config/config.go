@@ -212,6 +212,12 @@ type Prices struct {
 	CachedInputPerMTok float64 `toml:"cached_input_per_mtok" json:"cached_input_per_mtok"`
 }
 
+// Cost prices tokens in US dollars: prompt tokens (cached ones among
+// them at the cached price) and completion tokens.
+func (p Prices) Cost(prompt, cached, completion int64) float64 {
+	return (float64(prompt-cached)*p.InputPerMTok + float64(cached)*p.CachedInputPerMTok + float64(completion)*p.OutputPerMTok) / 1e6
+}
+
 // A terminal command's default time limit in seconds: hermes-agent's
 // TERMINAL_TIMEOUT, and the 300 its Terminal-Bench 2 environment sets
 // (environments/benchmarks/terminalbench_2/terminalbench2_env.py:218 at
@@ -234,6 +240,45 @@ type Agent struct {
 	TerminalTimeout int `toml:"terminal_timeout" json:"terminal_timeout"`
 	// terminalDefault: the config left terminal_timeout out.
 	terminalDefault bool
+
+	// Terminus2 and MiniSWEAgent tune the reference agents of those kinds
+	// (docs/agents.md); their zero values are the references' defaults.
+	Terminus2    Terminus2    `toml:"terminus_2,omitempty" json:"terminus_2,omitzero"`
+	MiniSWEAgent MiniSWEAgent `toml:"mini_swe_agent,omitempty" json:"mini_swe_agent,omitzero"`
+}
+
+// Agent kinds that reproduce a benchmark's reference agent.
+const (
+	KindTerminus2    = "terminus-2"
+	KindMiniSWEAgent = "mini-swe-agent"
+)
+
+// Terminus2 is [agent.terminus_2]: arguments of Harbor's Terminus2 agent,
+// by their Harbor names.
+type Terminus2 struct {
+	ParserName                      string `toml:"parser_name" json:"parser_name"`
+	TmuxPaneWidth                   int    `toml:"tmux_pane_width" json:"tmux_pane_width"`
+	TmuxPaneHeight                  int    `toml:"tmux_pane_height" json:"tmux_pane_height"`
+	EnableSummarize                 *bool  `toml:"enable_summarize" json:"enable_summarize"`
+	ProactiveSummarizationThreshold *int   `toml:"proactive_summarization_threshold" json:"proactive_summarization_threshold"`
+	InterleavedThinking             bool   `toml:"interleaved_thinking" json:"interleaved_thinking"`
+	RecordTerminalSession           *bool  `toml:"record_terminal_session" json:"record_terminal_session"`
+	// MaxInputTokens and MaxOutputTokens are Harbor's model_info: the
+	// model's context, for summarization, and its output limit, for the
+	// message after a reply cut at it (0: unknown, Harbor's fallbacks).
+	MaxInputTokens  int `toml:"max_input_tokens" json:"max_input_tokens,omitempty"`
+	MaxOutputTokens int `toml:"max_output_tokens" json:"max_output_tokens,omitempty"`
+}
+
+// MiniSWEAgent is [agent.mini_swe_agent]: settings of mini-swe-agent's
+// swebench.yaml, by their names there.
+type MiniSWEAgent struct {
+	CostLimit                  *float64 `toml:"cost_limit" json:"cost_limit"`
+	MaxConsecutiveFormatErrors *int     `toml:"max_consecutive_format_errors" json:"max_consecutive_format_errors"`
+	// Cwd is environment.cwd (default /testbed where it exists, else the
+	// task's working directory); Timeout environment.timeout in seconds.
+	Cwd     string `toml:"cwd" json:"cwd,omitempty"`
+	Timeout int    `toml:"timeout" json:"timeout"`
 }
 
 // ForPlugin fills in the defaults that depend on the environment plugin
@@ -669,9 +714,10 @@ func (c *Config) defaults() {
 	if c.Agent.Kind == "" {
 		c.Agent.Kind = "llm"
 	}
-	if c.Agent.MaxTurns == 0 {
+	if c.Agent.MaxTurns == 0 && (c.Agent.Kind == "llm" || c.Agent.Kind == "replay") {
 		c.Agent.MaxTurns = 60
 	}
+	c.referenceDefaults()
 	if c.Agent.Tools == nil {
 		c.Agent.Tools = []string{"terminal", "file"}
 	}
@@ -809,7 +855,10 @@ func (c *Config) validate(data []byte) error {
 	if err := oneOf("run.verifier_failure", c.Run.VerifierFailure, VerifierOutcome, VerifierInfraError); err != nil {
 		return err
 	}
-	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay"); err != nil {
+	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay", KindTerminus2, KindMiniSWEAgent); err != nil {
+		return err
+	}
+	if err := c.validateReference(bad, oneOf); err != nil {
 		return err
 	}
 	for _, t := range c.Agent.Tools {
@@ -926,6 +975,84 @@ func HTTPURL(s string) bool {
 }
 
 // validateServe checks [serve]; bad and oneOf make the errors.
+// referenceDefaults fills in the reference agents' defaults that are not
+// their zero values: swebench.yaml's cost limit, consecutive format
+// errors and timeout; Harbor's summarization and recording, on.
+func (c *Config) referenceDefaults() {
+	t, m := &c.Agent.Terminus2, &c.Agent.MiniSWEAgent
+	if c.Agent.Kind != KindTerminus2 {
+		*t = Terminus2{}
+	} else if t.ParserName == "" {
+		t.ParserName = "json"
+	}
+	if c.Agent.Kind == KindTerminus2 {
+		if t.EnableSummarize == nil {
+			t.EnableSummarize = ptr(true)
+		}
+		if t.ProactiveSummarizationThreshold == nil {
+			t.ProactiveSummarizationThreshold = ptr(8000)
+		}
+		if t.RecordTerminalSession == nil {
+			t.RecordTerminalSession = ptr(true)
+		}
+		if t.TmuxPaneWidth == 0 {
+			t.TmuxPaneWidth = 160
+		}
+		if t.TmuxPaneHeight == 0 {
+			t.TmuxPaneHeight = 40
+		}
+	}
+	if c.Agent.Kind != KindMiniSWEAgent {
+		*m = MiniSWEAgent{}
+		return
+	}
+	if m.CostLimit == nil {
+		m.CostLimit = ptr(3.0)
+	}
+	if m.MaxConsecutiveFormatErrors == nil {
+		m.MaxConsecutiveFormatErrors = ptr(3)
+	}
+	if m.Timeout == 0 {
+		m.Timeout = 60
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// validateReference checks the reference agents' settings, and that they
+// have a model (or a recorded run to replay).
+func (c *Config) validateReference(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
+	t, m := c.Agent.Terminus2, c.Agent.MiniSWEAgent
+	if c.Agent.MaxTurns < 0 {
+		return bad("agent.max_turns", "must not be negative", "")
+	}
+	switch c.Agent.Kind {
+	case KindTerminus2:
+		if err := oneOf("agent.terminus_2.parser_name", t.ParserName, "json", "xml"); err != nil {
+			return err
+		}
+	case KindMiniSWEAgent:
+	default:
+		return nil
+	}
+	switch {
+	case t.TmuxPaneWidth < 0 || t.TmuxPaneHeight < 0:
+		return bad("agent.terminus_2.tmux_pane_width", "the pane's size must not be negative", "Harbor's is 160 x 40")
+	case t.MaxInputTokens < 0 || t.MaxOutputTokens < 0:
+		return bad("agent.terminus_2.max_input_tokens", "token limits must not be negative", "0 means unknown")
+	case m.CostLimit != nil && (*m.CostLimit < 0 || math.IsNaN(*m.CostLimit) || math.IsInf(*m.CostLimit, 0)):
+		return bad("agent.mini_swe_agent.cost_limit", "must be a finite amount of dollars, 0 or more", "0 turns the limit off")
+	case m.MaxConsecutiveFormatErrors != nil && *m.MaxConsecutiveFormatErrors < 0:
+		return bad("agent.mini_swe_agent.max_consecutive_format_errors", "must not be negative", "0 turns the limit off")
+	case m.Timeout < 0:
+		return bad("agent.mini_swe_agent.timeout", "must not be negative", "seconds, 60 in swebench.yaml")
+	}
+	if c.Agent.Script == "" && (c.Model.Name == "" || c.Model.BaseURL == "") {
+		return bad("model.name", "the "+c.Agent.Kind+" agent needs a model", `set [model] name = "..." and base_url = "https://.../v1", or [agent] script = a recorded run's transcript to replay`)
+	}
+	return nil
+}
+
 func (c *Config) validateServe(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
 	s := c.Serve
 	if !HTTPURL(s.API) {

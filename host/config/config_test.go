@@ -63,6 +63,12 @@ func TestMistakes(t *testing.T) {
 		{"[agent]\nkind='nop'\n[process]\ngroup_size = 20000\n[env]\nplugin='x'", "process.group_size: 20000 is over 10000", ""},
 		{"[agent]\nkind='nop'\n[serve.eval]\nattempts = 20000\n[env]\nplugin='x'", "serve.eval.attempts: 20000 is over 10000", ""},
 		{"[agent]\nkind='nop'\n[sandbox]\ndisk_inodes = -1\n[env]\nplugin='x'", "sandbox.disk_inodes: must not be negative", ""},
+		{"[agent]\nkind='terminus'\n[env]\nplugin='x'", "agent.kind", `"terminus-2"`},
+		{"[agent]\nkind='terminus-2'\n[env]\nplugin='x'", "the terminus-2 agent needs a model", "a recorded run's transcript"},
+		{"[model]\nname='m'\nbase_url='http://x/v1'\n[agent]\nkind='terminus-2'\n[agent.terminus_2]\nparser_name='yaml'\n[env]\nplugin='x'", "x.toml:7: agent.terminus_2.parser_name", `"xml"`},
+		{"[model]\nname='m'\nbase_url='http://x/v1'\n[agent]\nkind='terminus-2'\n[agent.terminus_2]\nparsr_name='xml'\n[env]\nplugin='x'", "agent.terminus_2.parsr_name: unknown key", `"agent.terminus_2.parser_name"`},
+		{"[model]\nname='m'\nbase_url='http://x/v1'\n[agent]\nkind='mini-swe-agent'\n[agent.mini_swe_agent]\ncost_limit=-1.0\n[env]\nplugin='x'", "x.toml:7: agent.mini_swe_agent.cost_limit", "0 turns the limit off"},
+		{"[model]\nname='m'\nbase_url='http://x/v1'\n[agent]\nkind='mini-swe-agent'\nmax_turns=-3\n[env]\nplugin='x'", "agent.max_turns", ""},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.toml), "x.toml", nil)
@@ -199,6 +205,41 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		Parse(data, "fuzz.toml", nil)
 	})
+}
+
+// TestReferenceAgentDefaults: each reference agent gets its reference's
+// defaults (no turn limit of proctor's own), the other's table stays out
+// of the resolved configuration, and a recorded run replays without a
+// model.
+func TestReferenceAgentDefaults(t *testing.T) {
+	load := func(body string) *Config {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "c.toml")
+		os.WriteFile(p, []byte(body+"\n[env]\nplugin='tb2'\n"), 0o644)
+		c, err := Load(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := load("[model]\nname='m'\nbase_url='http://x/v1'\n[agent]\nkind='terminus-2'")
+	tm := c.Agent.Terminus2
+	if c.Agent.MaxTurns != 0 || tm.ParserName != "json" || !*tm.EnableSummarize || *tm.ProactiveSummarizationThreshold != 8000 ||
+		!*tm.RecordTerminalSession || tm.TmuxPaneWidth != 160 || tm.TmuxPaneHeight != 40 || c.Agent.MiniSWEAgent != (MiniSWEAgent{}) {
+		t.Errorf("terminus-2: %+v %+v", c.Agent, tm)
+	}
+	c = load("[agent]\nkind='mini-swe-agent'\nscript='runs/x/transcripts/a.json'\n[agent.mini_swe_agent]\ncost_limit=0.0")
+	m := c.Agent.MiniSWEAgent
+	if *m.CostLimit != 0 || *m.MaxConsecutiveFormatErrors != 3 || m.Timeout != 60 || c.Agent.Terminus2 != (Terminus2{}) {
+		t.Errorf("mini-swe-agent: %+v", m)
+	}
+	b, _ := c.Resolved()
+	if strings.Contains(string(b), "terminus_2") || !strings.Contains(string(b), "[agent.mini_swe_agent]") {
+		t.Errorf("resolved:\n%s", b)
+	}
+	if c := load("[model]\nname='m'\nbase_url='http://x/v1'"); c.Agent.MaxTurns != 60 {
+		t.Errorf("llm max_turns %d", c.Agent.MaxTurns)
+	}
 }
 
 // TestTerminalTimeoutOfTB2: a run of the tb2 plugin that sets no

@@ -252,11 +252,7 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 
 // cost prices a rollout's tokens with [model] prices, in US dollars.
 func cost(prices config.Prices) func(agent.Usage) float64 {
-	return func(u agent.Usage) float64 {
-		return (float64(u.PromptTokens-u.CachedTokens)*prices.InputPerMTok +
-			float64(u.CachedTokens)*prices.CachedInputPerMTok +
-			float64(u.CompletionTokens)*prices.OutputPerMTok) / 1e6
-	}
+	return func(u agent.Usage) float64 { return prices.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens) }
 }
 
 // finish writes what the run did: summary.json, the manifest (image

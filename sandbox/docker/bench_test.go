@@ -71,7 +71,7 @@ func BenchmarkExecTrue(b *testing.B) {
 				}
 				d = append(d, time.Since(t0))
 			}
-			reportMedian(b, d, "median-ms/op")
+			sandboxtest.ReportMedian(b, d, "median-ms/op")
 		})
 	}
 }
@@ -148,7 +148,7 @@ func BenchmarkStart(b *testing.B) {
 				sb.Close(ctx)
 				b.StartTimer()
 			}
-			reportMedian(b, d, "median-ms/op")
+			sandboxtest.ReportMedian(b, d, "median-ms/op")
 		})
 	}
 }
@@ -316,7 +316,7 @@ func BenchmarkIsolationOverhead(b *testing.B) {
 		name string
 		d    []time.Duration
 	}{{"plain-ms", plainLife}, {"plain-start-ms", plainStart}, {"plain-close-ms", plainClose}, {"isolated-ms", isoLife}, {"iso-start-ms", isoStart}, {"seal-ms", isoSeal}, {"iso-close-ms", isoClose}, {"overhead-ms", diff}} {
-		reportMedian(b, m.d, m.name)
+		sandboxtest.ReportMedian(b, m.d, m.name)
 	}
 }
 
@@ -364,8 +364,8 @@ func BenchmarkSmallFiles(b *testing.B) {
 					w, r = append(w, t1.Sub(t0)), append(r, time.Since(t1))
 				}
 				b.ReportMetric(float64((sandboxtest.MachineCPU()-c0)/time.Duration(b.N))/1e6, "cpu-ms/op")
-				reportMedian(b, w, "write-ms")
-				reportMedian(b, r, "read-ms")
+				sandboxtest.ReportMedian(b, w, "write-ms")
+				sandboxtest.ReportMedian(b, r, "read-ms")
 			})
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	dnetwork "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
@@ -58,6 +59,10 @@ type Backend struct {
 	// on this machine (archiveFallback), so small uploads and reads go
 	// through the engine's archive API, as large ones do.
 	archiveOnly atomic.Bool
+	// binds are folders of this machine bound read-only into every
+	// container (WithReadOnlyDir); bindsOff: the engine refused them.
+	binds    []mount.Mount
+	bindsOff atomic.Bool
 	// fakeOffline changes the containers made with their network off, to
 	// play an engine that does not run them as proctor needs (tests only).
 	fakeOffline func(*container.Config, *container.HostConfig)
@@ -75,6 +80,18 @@ type Option func(*Backend)
 // folders are then refused.
 func WithIsolation(on bool) Option { return func(b *Backend) { b.isolate = on } }
 
+// WithReadOnlyDir binds the folder source of this machine read-only into
+// every container at target: tools an agent brings into sandboxes whose
+// image lacks them (Terminus-2's static tmux), at no cost per start. Where
+// the engine does not run on this machine, or refuses the bind,
+// containers go without it; the agent then writes what it needs into the
+// sandbox itself.
+func WithReadOnlyDir(source, target string) Option {
+	return func(b *Backend) {
+		b.binds = append(b.binds, mount.Mount{Type: mount.TypeBind, Source: source, Target: target, ReadOnly: true})
+	}
+}
+
 // New connects to the engine named by the environment (DOCKER_HOST, ...),
 // negotiating the API version. It does not contact the engine yet.
 func New(opts ...Option) (*Backend, error) {
@@ -87,6 +104,7 @@ func New(opts ...Option) (*Backend, error) {
 	for _, o := range opts {
 		o(b)
 	}
+	b.bindsOff.Store(b.wardens.off)
 	return b, nil
 }
 
@@ -376,7 +394,17 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, err
 	}
 	cfg.Entrypoint = b.entrypoint(send, offline)
+	wardenMounts := len(hc.Mounts)
+	if !b.bindsOff.Load() {
+		hc.Mounts = append(hc.Mounts, b.binds...)
+	}
 	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if bindRefused(err) && len(hc.Mounts) > wardenMounts {
+		b.log.Debug("the engine cannot bind the folders given to the backend: containers go without them", "err", err)
+		b.bindsOff.Store(true)
+		hc.Mounts = hc.Mounts[:wardenMounts]
+		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	}
 	if bindRefused(err) && len(hc.Mounts) > 0 {
 		b.log.Debug("the engine cannot bind the warden's folder: sending it to each isolated container, and leaving it out of the others", "err", err)
 		b.wardens.disable()

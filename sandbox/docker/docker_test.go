@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -1035,5 +1036,25 @@ func TestPrivateFolderUnderLink(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "private folder /logs/verifier: /logs is not a folder but a link") {
 		t.Errorf("the error: %v", err)
+	}
+}
+
+// TestReadOnlyDir: a folder given to the backend is in every container,
+// the agent's view included, and nothing in the sandbox can write to it.
+func TestReadOnlyDir(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\necho tool ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(WithReadOnlyDir(dir, "/.proctor-tools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sb := start(t, b, sandbox.Spec{Workdir: "/app"})
+	r, err := sb.Agent().Exec(context.Background(), "/.proctor-tools/tool; echo x > /.proctor-tools/tool; echo rc=$?", sandbox.ExecOptions{})
+	if err != nil || !strings.Contains(r.Stdout, "tool ran") || !strings.Contains(r.Stdout, "rc=1") {
+		t.Fatalf("%+v %v", r, err)
 	}
 }

@@ -33,6 +33,10 @@ type view struct {
 	plugin bool
 }
 
+// ID is the container's id, which agents that reproduce a docker-based
+// reference quote as it does (mini-swe-agent's timeout message).
+func (v view) ID() string { return v.s.id }
+
 // Exec runs cmd in the view's shell. If the shell died, the container is
 // inspected so the error says why (killed, OOM, engine restarted).
 func (v view) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {

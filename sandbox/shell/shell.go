@@ -352,7 +352,7 @@ func (s *Shell) readStream(size, sent int64) (string, bool, error) {
 		return string(buf), false, nil
 	}
 	head := sent / 2
-	return string(buf[:head]) + fmt.Sprintf("\n…[%d bytes cut]…\n", size-sent) + string(buf[head:]), true, nil
+	return string(buf[:head]) + sandbox.CutMark(size-sent) + string(buf[head:]), true, nil
 }
 
 // readLine reads one frame line. Lines are short; a longer one is not

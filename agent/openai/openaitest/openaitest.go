@@ -82,6 +82,20 @@ func Reply(content string, calls ...Call) string {
 	return string(b)
 }
 
+// Finished returns a reply body built by Reply with another finish_reason
+// ("length": the model ran out of output tokens).
+func Finished(body, reason string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return body
+	}
+	if ch, ok := m["choices"].([]any); ok && len(ch) > 0 {
+		ch[0].(map[string]any)["finish_reason"] = reason
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
 // Error builds an OpenAI-style error body.
 func Error(code, msg string) string {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": code}})

@@ -118,7 +118,7 @@ func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory
 		SessionID:     meta.RunID,
 		TrajectoryID:  fmt.Sprintf("%s.try%d", rec.RolloutID, rec.Try),
 		Agent: ATIFAgent{Name: meta.AgentName, Version: meta.AgentVersion, ModelName: tr.Model,
-			ToolDefinitions: toolSchemas(tr.Tools), Extra: map[string]any{"agent": tr.Agent}},
+			ToolDefinitions: schemasOf(tr), Extra: map[string]any{"agent": tr.Agent}},
 	}
 	a.Steps = atifSteps(tr)
 	a.FinalMetrics = finalMetrics(rec, tr, len(a.Steps))
@@ -168,8 +168,8 @@ func atifSteps(tr *agent.Trajectory) []ATIFStep {
 	return st.steps
 }
 
-// answeredTurns are the turns whose call did not fail: the i-th assistant
-// message answers the i-th of them. Prompts are expanded to whole prompts,
+// answeredTurns are the turns whose call did not fail and whose reply the
+// agent kept: the i-th assistant message answers the i-th of them. Prompts are expanded to whole prompts,
 // as ATIF keeps them per step; when they cannot be (a corrupt
 // prompt_prefix), no step gets prompt ids: a stored suffix written as a
 // whole prompt would be wrong.
@@ -177,7 +177,7 @@ func answeredTurns(turns []agent.Turn) []agent.Turn {
 	var answered []agent.Turn
 	prompts, perr := agent.FullPrompts(turns)
 	for i, t := range turns {
-		if len(t.Errors) == 0 {
+		if len(t.Errors) == 0 && t.Rejected == nil {
 			if perr == nil {
 				t.PromptTokenIDs = prompts[i]
 			} else {

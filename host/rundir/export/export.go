@@ -158,6 +158,15 @@ var (
 	schemas     map[string]agent.Schema
 )
 
+// schemasOf are the tools a rollout's model was offered: the trajectory's
+// own definitions, else those of proctor's tools it names.
+func schemasOf(tr *agent.Trajectory) []agent.Schema {
+	if len(tr.ToolSchemas) > 0 {
+		return tr.ToolSchemas
+	}
+	return toolSchemas(tr.Tools)
+}
+
 // toolSchemas returns the definitions of the named tools that proctor
 // knows, in the order named.
 func toolSchemas(names []string) []agent.Schema {
