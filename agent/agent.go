@@ -68,6 +68,9 @@ func (u Usage) Add(v Usage) Usage {
 type Reply struct {
 	Message Message
 	Usage   Usage
+	// FinishReason is why the model stopped, as the endpoint said
+	// ("stop", "tool_calls", "length"); "" when it did not say.
+	FinishReason string
 	// Logprobs keeps the endpoint's logprobs object as it came.
 	Logprobs json.RawMessage
 	// PromptTokenIDs, CompletionTokenIDs and CompletionLogprobs are what
@@ -136,6 +139,13 @@ type Trajectory struct {
 	Sampling *Sampling `json:"sampling,omitempty"`
 	// Oracle is what the oracle agent's reference solution printed.
 	Oracle *OracleRun `json:"oracle,omitempty"`
+	// ToolSchemas are the tools the model was offered when they are not
+	// proctor's own (an installed agent's, as its requests declared them).
+	ToolSchemas []Schema `json:"tool_schemas,omitempty"`
+	// SideCalls counts an installed agent's model calls outside its main
+	// conversation (a title, a summary: calls without tools): their usage
+	// is in Usage, not in Turns.
+	SideCalls int `json:"side_calls,omitempty"`
 }
 
 // Transcript is what a run directory keeps of one rollout's agent
@@ -207,6 +217,19 @@ func sharePrefix(t *Turn, prev []int) {
 	t.PromptPrefix, t.PromptTokenIDs = len(prev), p[len(prev):]
 }
 
+// ShareIDs stores a call's token ids in t as the loop does: its prompt
+// ids as the part that does not repeat prev, the previous call's prompt
+// and completion ids. It returns what the next call's prev is (prev
+// itself when t has no prompt ids).
+func ShareIDs(t *Turn, prev []int) []int {
+	if len(t.PromptTokenIDs) == 0 {
+		return prev
+	}
+	next := append(slices.Clone(t.PromptTokenIDs), t.CompletionTokenIDs...)
+	sharePrefix(t, prev)
+	return next
+}
+
 // ToolTiming is one tool call's name, duration and whether it failed.
 type ToolTiming struct {
 	Name   string  `json:"name"`
@@ -255,10 +278,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		if reply.CompletionLogprobs == nil {
 			turn.Logprobs = reply.Logprobs
 		}
-		if len(reply.PromptTokenIDs) > 0 {
-			sharePrefix(&turn, prevIDs)
-			prevIDs = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
-		}
+		prevIDs = ShareIDs(&turn, prevIDs)
 		tr.Usage = tr.Usage.Add(reply.Usage)
 		if err != nil {
 			turn.Errors = append(turn.Errors, err.Error())
