@@ -192,7 +192,7 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
 			},
 			Spec: specOverrides(c.Sandbox),
-			Cost: cost(c.Model.Prices),
+			Cost: Cost(c.Model.Prices),
 		},
 	}
 }
@@ -234,8 +234,8 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 	}
 }
 
-// cost prices a rollout's tokens with [model] prices, in US dollars.
-func cost(prices config.Prices) func(agent.Usage) float64 {
+// Cost prices a rollout's tokens with [model] prices, in US dollars.
+func Cost(prices config.Prices) func(agent.Usage) float64 {
 	return func(u agent.Usage) float64 {
 		return (float64(u.PromptTokens-u.CachedTokens)*prices.InputPerMTok +
 			float64(u.CachedTokens)*prices.CachedInputPerMTok +
