@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
@@ -89,7 +88,7 @@ func (chatCodec) encode(_ *request, reply agent.Reply, model string) (json.RawMe
 	content := m.Content
 	finish := finishReason(reply)
 	u := reply.Usage
-	return json.Marshal(chatAnswer{ID: "chatcmpl-" + newID(), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+	return json.Marshal(chatAnswer{ID: "chatcmpl-" + newID(), Object: "chat.completion", Created: now().Unix(), Model: model,
 		Choices: []chatChoice{{Message: &chatReplyMsg{Role: "assistant", Content: &content, ReasoningContent: m.Reasoning, ToolCalls: m.ToolCalls}, FinishReason: &finish}},
 		Usage: &chatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 			PromptTokensDetails: map[string]int64{"cached_tokens": u.CachedTokens}, CompletionTokensDetails: map[string]int64{"reasoning_tokens": u.ReasoningTokens}}})

@@ -80,8 +80,9 @@ type Config struct {
 	// rollout, with the stop reason: the caller stops the CLI.
 	OnStop func(reason string)
 	// Log, when set, receives one JSON line per exchange (see Exchange),
-	// at most MaxLogBytes in all (default 64 MiB); past that, lines keep
-	// their numbers and drop their bodies.
+	// at most MaxLogBytes in all (default 64 MiB): once bodies would take
+	// more than seven eighths of it, lines keep their numbers and drop
+	// their bodies.
 	Log         io.Writer
 	MaxLogBytes int64
 	// MaxRequestBytes caps a request's body (default 64 MiB).
@@ -101,16 +102,18 @@ func NewToken() string {
 
 // Gateway is one rollout's model gateway, an http.Handler.
 type Gateway struct {
-	cfg Config
-	rec *recorder
+	cfg   Config
+	rec   *recorder
+	start time.Time
 
-	mu     sync.Mutex
-	calls  int
-	usage  agent.Usage
-	stop   string
-	err    error // the failed call that ended the rollout
-	logged int64
-	log    sync.Mutex
+	mu       sync.Mutex
+	calls    int // calls the CLI made, refused ones included
+	answered int // calls the endpoint answered
+	usage    agent.Usage
+	stop     string
+	err      error // the failed call that ended the rollout
+	logged   int64
+	log      sync.Mutex
 }
 
 // New makes a rollout's gateway.
@@ -127,7 +130,7 @@ func New(cfg Config) *Gateway {
 	if cfg.API == "" {
 		cfg.API = openai.APIChat
 	}
-	return &Gateway{cfg: cfg, rec: newRecorder()}
+	return &Gateway{cfg: cfg, rec: newRecorder(), start: time.Now()}
 }
 
 // Serves reports whether a gateway in front of an endpoint that speaks
@@ -152,17 +155,18 @@ func (g *Gateway) Err() error {
 // Token is what the CLI authenticates with.
 func (g *Gateway) Token() string { return g.cfg.Token }
 
-// Calls is how many model calls the CLI made (refused ones included).
+// Calls is how many model calls the endpoint answered.
 func (g *Gateway) Calls() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.calls
+	return g.answered
 }
 
 // ServeHTTP answers one request of the CLI.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := route(r)
 	if c == nil {
+		g.logExchange(Exchange{Call: -1, Path: r.Method + " " + r.URL.Path, Error: "not found"})
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "proctor's model gateway has no " + r.Method + " " + r.URL.Path, "type": "not_found"}})
 		return
 	}
@@ -200,6 +204,7 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, c codec, req
 	}
 	done := make(chan callResult, 1)
 	start := time.Now()
+	at := start.Sub(g.start).Seconds()
 	go func() { done <- g.call(r.Context(), c, req, index) }()
 	var s *sse
 	var res callResult
@@ -222,7 +227,7 @@ wait:
 	tick.Stop()
 	secs := time.Since(start).Seconds()
 	g.record(index, req, res, secs)
-	ex := Exchange{Call: index, API: c.api(), Path: r.URL.Path, Stream: req.stream, Secs: secs, Request: req.raw, Response: res.answer}
+	ex := Exchange{Call: index, At: at, API: c.api(), Path: r.URL.Path, Stream: req.stream, Secs: secs, Request: req.raw, Response: res.answer}
 	if res.err != nil {
 		ex.Error = res.err.Error()
 		g.logExchange(ex)
@@ -377,6 +382,9 @@ func (g *Gateway) passThrough(ctx context.Context, c codec, req *request) callRe
 func (g *Gateway) record(index int, req *request, res callResult, secs float64) {
 	g.mu.Lock()
 	g.usage = g.usage.Add(res.reply.Usage)
+	if res.err == nil {
+		g.answered++
+	}
 	g.mu.Unlock()
 	g.rec.add(index, req, res, secs)
 }
@@ -400,7 +408,10 @@ func (g *Gateway) Trajectory(agentName, stop string) agent.Trajectory {
 // Exchange is one line of the gateway's log: a call's request as the CLI
 // sent it and the answer it got (before a stream was made of it).
 type Exchange struct {
-	Call     int             `json:"call"`
+	Call int `json:"call"`
+	// At is when the call came, in seconds since the gateway started
+	// (the rollout's agent started then).
+	At       float64         `json:"at"`
 	API      string          `json:"api"`
 	Path     string          `json:"path"`
 	Stream   bool            `json:"stream,omitempty"`
@@ -428,7 +439,8 @@ func (g *Gateway) logExchange(ex Exchange) {
 	if err != nil {
 		return
 	}
-	if g.logged+int64(len(line))+1 > g.cfg.MaxLogBytes {
+	// An eighth of the cap is kept for the lines without bodies.
+	if g.logged+int64(len(line))+1 > g.cfg.MaxLogBytes-g.cfg.MaxLogBytes/8 {
 		ex.Request, ex.Response, ex.Dropped = nil, nil, true
 		if line, err = json.Marshal(ex); err != nil || g.logged+int64(len(line))+1 > g.cfg.MaxLogBytes {
 			return

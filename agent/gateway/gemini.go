@@ -236,7 +236,7 @@ func (geminiCodec) encode(_ *request, reply agent.Reply, model string) (json.Raw
 		"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "finishReason": finish, "index": 0}},
 		"usageMetadata": geminiUsage{PromptTokenCount: u.PromptTokens, CandidatesTokenCount: u.CompletionTokens, TotalTokenCount: u.PromptTokens + u.CompletionTokens,
 			CachedContentTokenCount: u.CachedTokens, ThoughtsTokenCount: u.ReasoningTokens},
-		"modelVersion": model, "responseId": newID(), "createTime": time.Now().UTC().Format(time.RFC3339)})
+		"modelVersion": model, "responseId": newID(), "createTime": now().UTC().Format(time.RFC3339)})
 }
 
 func (geminiCodec) upstream(req *request, model string, e Endpoint) (json.RawMessage, string, error) {

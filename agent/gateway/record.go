@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/proctor-dev/proctor/agent"
 )
@@ -137,8 +138,15 @@ func (r *recorder) trajectory() agent.Trajectory {
 	return tr
 }
 
-// newID is a random id for the answers the gateway writes.
-func newID() string {
+// newID is an id for the answers the gateway writes (a variable, so
+// tests can make them repeatable).
+var newID = randomID
+
+// now is the time answers carry.
+var now = time.Now
+
+// randomID is a random id.
+func randomID() string {
 	b := make([]byte, 12)
 	rand.Read(b)
 	return hex.EncodeToString(b)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
@@ -170,7 +169,7 @@ func (responsesCodec) encode(req *request, reply agent.Reply, model string) (jso
 		status, incomplete = "incomplete", map[string]any{"reason": "max_output_tokens"}
 	}
 	u := reply.Usage
-	return json.Marshal(map[string]any{"id": "resp_" + newID(), "object": "response", "created_at": time.Now().Unix(), "status": status,
+	return json.Marshal(map[string]any{"id": "resp_" + newID(), "object": "response", "created_at": now().Unix(), "status": status,
 		"model": model, "output": output, "incomplete_details": incomplete, "error": nil,
 		"usage": respUsage{InputTokens: u.PromptTokens, InputTokensDetails: map[string]int64{"cached_tokens": u.CachedTokens},
 			OutputTokens: u.CompletionTokens, OutputTokensDetails: map[string]int64{"reasoning_tokens": u.ReasoningTokens}, TotalTokens: u.PromptTokens + u.CompletionTokens}})
