@@ -118,7 +118,7 @@ func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory
 		SessionID:     meta.RunID,
 		TrajectoryID:  fmt.Sprintf("%s.try%d", rec.RolloutID, rec.Try),
 		Agent: ATIFAgent{Name: meta.AgentName, Version: meta.AgentVersion, ModelName: tr.Model,
-			ToolDefinitions: toolSchemas(tr.Tools), Extra: map[string]any{"agent": tr.Agent}},
+			ToolDefinitions: trajectorySchemas(tr), Extra: map[string]any{"agent": tr.Agent}},
 	}
 	a.Steps = atifSteps(tr)
 	a.FinalMetrics = finalMetrics(rec, tr, len(a.Steps))

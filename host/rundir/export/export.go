@@ -158,6 +158,16 @@ var (
 	schemas     map[string]agent.Schema
 )
 
+// trajectorySchemas are the tools a trajectory's model was offered: as it
+// recorded them (an installed agent's own tools), else proctor's tools by
+// name.
+func trajectorySchemas(tr *agent.Trajectory) []agent.Schema {
+	if len(tr.ToolSchemas) > 0 {
+		return tr.ToolSchemas
+	}
+	return toolSchemas(tr.Tools)
+}
+
 // toolSchemas returns the definitions of the named tools that proctor
 // knows, in the order named.
 func toolSchemas(names []string) []agent.Schema {

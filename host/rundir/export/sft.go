@@ -27,7 +27,7 @@ func SFT(rec rundir.Record, tr *agent.Trajectory, f Filter) (SFTRecord, bool) {
 		return SFTRecord{}, false
 	}
 	return SFTRecord{
-		Messages: tr.Messages, Tools: toolSchemas(tr.Tools), Reward: rec.Reward,
+		Messages: tr.Messages, Tools: trajectorySchemas(tr), Reward: rec.Reward,
 		TaskID: rec.TaskID, Attempt: rec.Attempt, RolloutID: rec.RolloutID, Outcome: rec.Outcome, Scores: rec.Scores,
 	}, true
 }
