@@ -89,6 +89,9 @@ func (r *Runner) Run(ctx context.Context, sb sandbox.Sandbox, prompt string, ep 
 	tr := gw.Trajectory(r.Def.Name, stop)
 	if stop == StopExit {
 		tr.Error = fmt.Sprintf("%s exited with status %d: %s", r.Def.Name, exec.ExitCode, lastLine(exec.Stderr))
+		if exec.OOMKilled {
+			tr.Error = fmt.Sprintf("%s was killed for memory (the sandbox's memory_mb): %s", r.Def.Name, lastLine(exec.Stderr))
+		}
 	}
 	res := Result{Trajectory: tr, Calls: gw.Calls(), Logs: logs}
 	logs.add(ctx, sb, exec, r.Def.Logs, exec.home)
