@@ -94,11 +94,10 @@ func (b *Backend) buildLayer(ctx context.Context, baseImage *image.InspectRespon
 	return tag, nil
 }
 
-// BuildPushLayer builds the image of spec's layer over spec's image with
-// the local engine (once, as Start does) and pushes it to registry, for a
-// backend whose sandboxes run elsewhere (Kubernetes). It returns the
-// pushed reference pinned by digest.
-func (b *Backend) BuildPushLayer(ctx context.Context, spec sandbox.Spec, reg string) (string, error) {
+// BuildLayer builds the image of spec's layer over spec's image with the
+// local engine (once, as Start does) and returns its tag: a layer made
+// ahead of a run, which then starts from it without a network.
+func (b *Backend) BuildLayer(ctx context.Context, spec sandbox.Spec) (string, error) {
 	if spec.Layer == nil {
 		return "", fmt.Errorf("the spec has no layer")
 	}
@@ -114,6 +113,31 @@ func (b *Backend) BuildPushLayer(ctx context.Context, spec sandbox.Spec, reg str
 		found = &ii
 	}
 	tag, _, err := b.layered(ctx, found, spec.Layer)
+	return tag, err
+}
+
+// HasLayer reports whether the image of spec's layer over spec's image
+// (present locally) is built, without building anything.
+func (b *Backend) HasLayer(ctx context.Context, spec sandbox.Spec) (bool, error) {
+	if spec.Layer == nil || spec.Image == "" {
+		return false, nil
+	}
+	ii, err := b.cli.ImageInspect(ctx, spec.Image)
+	if client.IsErrNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, engineError(err)
+	}
+	return b.imagePresent(ctx, layerTag(ii.ID, spec.Layer))
+}
+
+// BuildPushLayer builds the image of spec's layer over spec's image with
+// the local engine (once, as Start does) and pushes it to registry, for a
+// backend whose sandboxes run elsewhere (Kubernetes). It returns the
+// pushed reference pinned by digest.
+func (b *Backend) BuildPushLayer(ctx context.Context, spec sandbox.Spec, reg string) (string, error) {
+	tag, err := b.BuildLayer(ctx, spec)
 	if err != nil {
 		return "", err
 	}
