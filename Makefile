@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime test-python k8s-build k8s-up k8s-down agents test-agents
+.PHONY: help build plugins warden test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,11 @@ plugins: ## build the bundled plugins to wasm (embedded by build)
 
 python-runtime: ## build the Python plugin runtime from Debian's sources (once per machine; cached)
 	@bash sdk/python/runtime/build.sh
+
+# The tests that need the runtime wait for a build under way (its lock), so
+# the suite starts at once and the runtime builds beside it.
+python-runtime-background: ## start building the Python runtime, if it is not built, and return
+	@bash sdk/python/runtime/build.sh --background
 
 test-python: ## run the Python SDK's and the Python plugins' native tests with this machine's python3
 	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -t sdk/python/tests
@@ -74,11 +79,11 @@ agents: base-image ## install the bundled installed agents' pinned CLIs from npm
 test-agents: agents plugins warden ## the real-CLI tests of installed agents (Claude Code, Codex, Gemini CLI, OpenCode), a missing CLI failing
 	PROCTOR_REQUIRE_AGENTS=1 PROCTOR_REQUIRE_DOCKER=1 $(GO) test -run '^TestInstalledAgent' -count=1 -timeout 40m ./cmd/proctor
 
-test: fixture-images plugins warden test-tools python-runtime ## run the tests (starts what they need first)
+test: fixture-images plugins warden test-tools python-runtime-background ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins warden test-tools python-runtime ## run the tests under the race detector
+test-race: fixture-images plugins warden test-tools python-runtime-background ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test -race $(TESTFLAGS) ./...
 

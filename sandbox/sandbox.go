@@ -74,6 +74,10 @@ type Spec struct {
 	Dockerfile string
 	// ForceBuild builds from BuildContext even when Image is set.
 	ForceBuild bool
+	// BuildHint, for a spec without BuildContext, says how the task's
+	// own context would build Image ("set [env.config] force_build =
+	// true"); a backend that cannot find Image says it in its error.
+	BuildHint string
 	// Pull allows pulling Image from a registry when it is not local.
 	Pull bool
 
@@ -95,8 +99,10 @@ type Spec struct {
 	// apt-get); empty means the same as Network.
 	BuildNetwork Network
 	// StartTimeout bounds Backend.Start, the image build included; the
-	// runner applies it (0: the run's sandbox start timeout).
-	StartTimeout time.Duration
+	// runner applies it (0: the run's sandbox start timeout), and names it
+	// by StartTimeoutFrom (where it comes from) when it fires.
+	StartTimeout     time.Duration
+	StartTimeoutFrom string
 
 	// Private lists absolute folders the plugin's own commands and file
 	// operations own: in a sandbox that implements Isolated, each is an

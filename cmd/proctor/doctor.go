@@ -24,6 +24,9 @@ type doctorCmd struct {
 type check struct {
 	name string
 	ok   bool
+	// warn marks a check that passed with something the user should know
+	// (WARN, with its hint); it fails nothing.
+	warn bool
 	info string
 	hint string
 }
@@ -90,12 +93,15 @@ func (c doctorCmd) Run(g *globals) error {
 	failed := 0
 	for _, ch := range checks {
 		mark := "ok  "
-		if !ch.ok {
+		switch {
+		case !ch.ok:
 			mark = "FAIL"
 			failed++
+		case ch.warn:
+			mark = "WARN"
 		}
 		fmt.Fprintf(g.stdout, "%s %-28s %s\n", mark, ch.name, ch.info)
-		if !ch.ok && ch.hint != "" {
+		if (!ch.ok || ch.warn) && ch.hint != "" {
 			fmt.Fprintf(g.stdout, "     %-28s hint: %s\n", "", ch.hint)
 		}
 	}
@@ -131,7 +137,7 @@ func isolationChecks(ctx context.Context, image string) []check {
 			net.ok = true
 			net.info = "none: interfaces lo; " + b.OfflineNetwork()
 		}
-		out = append(out, net)
+		out = append(out, net, internetCheck(ctx, b))
 		r, err = sb.(sandbox.Isolated).Agent().Exec(ctx, "unshare --mount true 2>/dev/null && echo ESCAPED; ls /tests", sandbox.ExecOptions{Timeout: 10 * time.Second})
 		_, serr := sb.(sandbox.Isolated).Seal(ctx)
 		switch {
@@ -155,6 +161,22 @@ func isolationChecks(ctx context.Context, image string) []check {
 		out = append(out, check{name: "disk limit", ok: true, info: mode})
 	}
 	return out
+}
+
+// internetCheck says what a task that asks for the internet (Harbor's
+// default) gets under the default [sandbox] network = "auto": the
+// engine's bridge, or, on an engine without one, nothing, and what to set.
+func internetCheck(ctx context.Context, b *docker.Backend) check {
+	c := check{name: "internet for tasks", ok: true}
+	why := b.NoDefaultNetwork(ctx)
+	if why == "" {
+		c.info = `tasks that ask for the internet get the engine's bridge network ([sandbox] network = "auto")`
+		return c
+	}
+	c.warn = true
+	c.info = fmt.Sprintf(`%s: under [sandbox] network = "auto", tasks that ask for the internet (Harbor's default; most Terminal-Bench tasks) run without it, and their records say network_withheld`, why)
+	c.hint = `set [sandbox] network = "host" to give them the host's network (it reaches the host's loopback), or start the engine with a bridge network (dockerd without --bridge=none); tasks that must stay offline set network_mode = "no-network" or allow_internet = false`
+	return c
 }
 
 func diskCheck(name, dir string, want uint64) check {

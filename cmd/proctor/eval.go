@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/fault"
@@ -63,14 +65,33 @@ func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.
 	fmt.Fprintf(g.stdout, "run %s: %s\n", res.RunID, res.Dir)
 	report.Write(g.stdout, res.Summary, "text")
 	printServed(g.stdout, res.Dir)
-	switch n := res.Summary.Outcomes[rundir.OutcomeInfraError]; {
+	switch {
 	case err != nil:
 		return err
 	case res.Stats.Interrupted:
 		fmt.Fprintf(g.stderr, "proctor: interrupted: %d rollouts recorded; run the same command again to resume\n", res.Stats.Finished+res.Stats.Skipped)
 		return errInterrupted
-	case n > 0:
-		fmt.Fprintf(g.stderr, "proctor: %d rollouts ended as infra_error (see the report)\n", n)
+	}
+	return incomplete(g.stderr, res.Summary)
+}
+
+// incomplete says on w what the run could not score, and returns
+// errSomeFailed when there is any: rollouts that ended as infra_error, and
+// rollouts a [[reward]] plugin failed on (their reward lacks its score).
+func incomplete(w io.Writer, s report.Summary) error {
+	failed := false
+	if n := s.Outcomes[rundir.OutcomeInfraError]; n > 0 {
+		fmt.Fprintf(w, "proctor: %d rollouts ended as infra_error (see the report)\n", n)
+		failed = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Rewards)) {
+		if r := s.Rewards[name]; r.Errors > 0 {
+			fmt.Fprintf(w, "proctor: error: reward plugin %s failed on %d of %d rollouts; the first: %s\n",
+				term.Line(name), r.Errors, r.Errors+r.N, term.Line(r.FirstError))
+			failed = true
+		}
+	}
+	if failed {
 		return errSomeFailed
 	}
 	return nil
@@ -158,7 +179,7 @@ func (r reportCmd) Run(g *globals) error {
 	} else {
 		var recs []rundir.Record
 		if recs, err = rundir.Read(r.Dir); err == nil {
-			err = report.Write(&buf, report.Summarize(recs), r.Format)
+			err = report.Write(&buf, report.SummarizeIn(r.Dir, recs), r.Format)
 		}
 	}
 	if err != nil {

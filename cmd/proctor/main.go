@@ -87,7 +87,7 @@ func fullVersion() string {
 // Exit codes, documented in docs/cli.md.
 const (
 	exitOK          = 0   // everything ran; every rollout has a final outcome
-	exitRolloutsErr = 1   // the run finished but some rollouts ended as infra_error
+	exitRolloutsErr = 1   // the run finished but some rollouts ended as infra_error or without a reward plugin's score
 	exitUsage       = 2   // bad flags, bad config, bad plugin reference
 	exitInfra       = 3   // the engine, a plugin or the run directory is unavailable
 	exitInterrupted = 130 // stopped by Ctrl-C (results so far are kept)
@@ -207,9 +207,10 @@ func interruptContext(stderr io.Writer, note string) (context.Context, func()) {
 
 var errInterrupted = errors.New("interrupted")
 
-// errSomeFailed is returned by eval when rollouts ended as infra_error; the
-// run itself completed and its report was printed.
-var errSomeFailed = errors.New("some rollouts ended as infra_error")
+// errSomeFailed is returned by eval when rollouts ended as infra_error or a
+// [[reward]] plugin failed on them; the run itself completed and its report
+// was printed.
+var errSomeFailed = errors.New("some rollouts ended as infra_error or without a reward plugin's score")
 
 // exitCode is the one place errors become exit codes.
 func exitCode(err error) int {

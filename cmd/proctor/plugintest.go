@@ -217,6 +217,8 @@ func judgeRollout(ck *checks, kind string, rec rundir.Record, hasVerify bool) {
 			ck.fail("%s: %s: %s", what, rec.ErrorClass, firstLines(rec.Error, 8))
 		}
 	case !hasVerify:
+	case rec.Outcome == rundir.OutcomeVerifierFailed:
+		ck.fail("%s: the verifier reached no reward: %s", what, firstLines(rec.Error, 8))
 	case kind == "oracle" && rec.Outcome != rundir.OutcomePassed:
 		ck.fail("%s: the reference solution does not pass its own verifier: %s", what, firstLines(rec.VerifierOutput, 8))
 	case kind == "nop" && rec.Outcome == rundir.OutcomePassed:

@@ -21,6 +21,9 @@ type buildCmd struct {
 // Run builds the plugin, loads it under the real host (describe must
 // answer), and only then writes it.
 func (b buildCmd) Run(g *globals) error {
+	if log, ok := python.Building(b.Runtime); ok {
+		fmt.Fprintf(g.stderr, "proctor: waiting for the python runtime, which is being built on this machine (log: %s)\n", log)
+	}
 	rt, err := python.LoadRuntime(b.Runtime)
 	if errors.Is(err, python.ErrNoRuntime) {
 		return &fault.Usage{Err: err, Hint: "build it once on this machine with make python-runtime (from proctor's source tree), or name one with --runtime"}

@@ -18,6 +18,7 @@ import (
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -25,8 +26,9 @@ import (
 // TestStackedRewards stacks three reward plugins on a real tb2 run: a
 // judge that asks the (scripted) model, a plugin that needs no capability,
 // and one that traps for real (an out-of-bounds memory access). The trap costs only its own score; the combined
-// reward is the weighted sum of the others and the verifier's; the
-// manifest names every reward plugin's bytes; the judge never sees the key.
+// reward is the weighted sum of the others and the verifier's, and the
+// run exits 1 saying which plugin failed; the manifest names every reward
+// plugin's bytes; the judge never sees the key.
 func TestStackedRewards(t *testing.T) {
 	sandboxtest.RequireDocker(t)
 	srv := openaitest.New(
@@ -81,10 +83,15 @@ name = "trap"
 		wasmtest.Build(t, "./host/env/testdata/badreward"))), 0o644)
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	// The trap fails on every rollout: the run says so on stderr and in
+	// its summary, and exits 1, as when rollouts end as infra_error.
+	if code := run([]string{"eval", cfg, "--out", out}, &stdout, &stderr); code != exitRolloutsErr {
+		t.Fatalf("exit %d, want %d: a reward plugin failed\n%s\n%s", code, exitRolloutsErr, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "reward     trap: mean 0.000 over 0 rollouts, 2 errors") ||
+	if !strings.Contains(stderr.String(), "proctor: error: reward plugin trap failed on 2 of 2 rollouts; the first: ") {
+		t.Errorf("stderr does not say the reward plugin failed:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "reward     trap: mean 0.000 over 0 rollouts, 2 errors\n           first error: ") ||
 		!strings.Contains(stdout.String(), "reward     judge: mean 0.800 over 2 rollouts, 0 errors; 200 tokens in, 40 out\n") {
 		t.Errorf("the report does not sum up the stacked rewards:\n%s", stdout.String())
 	}
@@ -215,5 +222,25 @@ func TestJudgeLocal(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr.String(), "declares model.complete, which the run does not grant") ||
 		!strings.Contains(stderr.String(), `hint: grant the capabilities in that [[reward]] table: grants = ["host.info", "model.complete"]`) {
 		t.Errorf("a judge without the grant: exit %d\n%s", code, stderr.String())
+	}
+}
+
+// TestFailedRewardPluginExits1: a run whose rollouts all passed, but whose
+// reward plugin failed on every one, exits 1 saying which plugin failed
+// and why, as a run with infra errors does; one with none exits 0.
+func TestFailedRewardPluginExits1(t *testing.T) {
+	s := report.Summary{Outcomes: map[string]int{rundir.OutcomePassed: 3},
+		Rewards: map[string]report.RewardStat{"judge": {Errors: 3, FirstError: "plugin judge hook reward.score: no answer within 2m0s"}, "ok": {N: 3, Mean: 1}}}
+	var stderr bytes.Buffer
+	if err := incomplete(&stderr, s); exitCode(err) != exitRolloutsErr {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, exitRolloutsErr)
+	}
+	if want := "proctor: error: reward plugin judge failed on 3 of 3 rollouts; the first: plugin judge hook reward.score: no answer within 2m0s\n"; stderr.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr.String(), want)
+	}
+	s.Rewards = map[string]report.RewardStat{"ok": {N: 3, Mean: 1}}
+	stderr.Reset()
+	if err := incomplete(&stderr, s); err != nil || stderr.Len() != 0 {
+		t.Errorf("a run with nothing missing: %v, %q", err, stderr.String())
 	}
 }

@@ -80,6 +80,11 @@ func TestServeGroups(t *testing.T) {
 	if !strings.Contains(stdout.String(), "served "+api.URL()+" as quickstart_0: 2 groups sent, 0 refused, 0 waiting to be sent") {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
+	// pass@k per group of 2 (a task's epoch), not over both epochs'
+	// attempts, which two policies sampled.
+	if out := stdout.String(); !strings.Contains(out, "groups     2 of up to 2 rollouts") || !strings.Contains(out, "pass@2") || strings.Contains(out, "pass@3") {
+		t.Errorf("stdout:\n%s", out)
+	}
 	if !strings.Contains(stderr.String(), "proctor: serve: registered with the rollout API at "+api.URL()+" as quickstart_0 (env 0)") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
@@ -178,9 +183,39 @@ func TestServeReplay(t *testing.T) {
 	}
 }
 
+// TestServeOracle: the oracle agent asks no model, so its rollouts have
+// no turn to train on and no group can be sent: serve says so once,
+// during the run, as it does for the replay agent's groups without token
+// ids, and records the groups as dropped (empty).
+func TestServeOracle(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	api := atropostest.New(t)
+	trainer(t, api)
+	out := filepath.Join(t.TempDir(), "serve")
+	args := serveArgs(t, api, out, `["hello-file", "custom-workdir"]`, "agent.kind=oracle", "serve.epochs=1")
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if n := len(api.Taken()); n != 0 {
+		t.Fatalf("%d groups of oracle rollouts were sent", n)
+	}
+	if strings.Count(stderr.String(), `has no rollout a model generated (agent.kind = "oracle"; 2 no_model_turn): no group of this run can be sent`) != 1 {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "groups dropped: 2 empty") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+}
+
 // TestServeKillAndResume kills proctor serve with SIGKILL mid-run and
 // starts it again: the API gets every group exactly once (serve.jsonl and
-// the API agree), and no sandbox of the run is left.
+// the API agree), and no sandbox of the run is left. The environment the
+// killed start registered, with a min_batch_allocation, is disconnected
+// by the restart: left connected with nothing queued it stops every
+// batch (atroposlib/api/utils.py grab_batch_with_minimum_allocations,
+// lines 204-214 at 296a0bc5), as it did at 1ae3d96. The restart names
+// the lock it took over as proctor serve's.
 func TestServeKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
@@ -193,7 +228,8 @@ func TestServeKillAndResume(t *testing.T) {
 	defer model.Close()
 	out := filepath.Join(t.TempDir(), "serve")
 	args := serveArgs(t, api, out, `["hello-file", "custom-workdir"]`, "agent.kind=llm", "model.base_url="+model.URL(),
-		"model.name=scripted", "model.return_tokens=true", "run.concurrency=2", "serve.epochs=3", "serve.max_groups=1")
+		"model.name=scripted", "model.return_tokens=true", "run.concurrency=2", "serve.epochs=3", "serve.max_groups=1",
+		"serve.min_batch_allocation=0.5")
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -209,8 +245,23 @@ func TestServeKillAndResume(t *testing.T) {
 		t.Fatalf("killed with %d of 6 groups sent; want some but not all", before)
 	}
 	again := exec.Command(bin, args...)
-	if b, err := again.CombinedOutput(); err != nil {
+	b, err := again.CombinedOutput()
+	if err != nil {
 		t.Fatalf("restart: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "took over the lock of proctor serve (pid") || !strings.Contains(string(b), "disconnected env 0 (quickstart_0), which this run registered earlier") {
+		t.Errorf("restart:\n%s", b)
+	}
+	for _, e := range api.Envs() {
+		if e.Connected {
+			t.Errorf("env %d (%s) left connected", e.RegisteredID, e.RealName)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && api.QueuedSequences() > 0; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := api.QueuedSequences(); n > 0 {
+		t.Errorf("%d sequences still queued: the trainer got no batch", n)
 	}
 	if n := len(api.Taken()); n != 6 {
 		t.Errorf("the API took %d groups over both runs, want each of the 6 once", n)

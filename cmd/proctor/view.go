@@ -6,12 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/fault"
+	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 )
 
@@ -83,6 +88,9 @@ func viewHandler(dir string, allowRemote bool) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Write(buf.Bytes())
 	})
+	mux.HandleFunc("GET /verifier/{name}", func(w http.ResponseWriter, r *http.Request) {
+		serveVerifierLog(w, dir, r.PathValue("name"))
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := report.ReadStatus(dir)
 		if err != nil {
@@ -102,6 +110,32 @@ func viewHandler(dir string, allowRemote bool) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// serveVerifierLog serves one file of the run's verifier/ folder as plain
+// text, as report.html links it; the name is one file's, opened inside
+// that folder only.
+func serveVerifierLog(w http.ResponseWriter, dir, name string) {
+	root, err := os.OpenRoot(filepath.Join(dir, rundir.VerifierLogDir))
+	if err != nil {
+		http.Error(w, "no such verifier log", http.StatusNotFound)
+		return
+	}
+	defer root.Close()
+	// Non-blocking: a FIFO put there must not hold the server.
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		http.Error(w, "no such verifier log", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		http.Error(w, "no such verifier log", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	io.Copy(w, f)
 }
 
 // serveView serves h on ln until ctx ends.

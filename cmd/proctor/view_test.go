@@ -196,3 +196,31 @@ func TestReportHTML(t *testing.T) {
 		t.Fatalf("text report: exit %d\n%s", code, stdout.String())
 	}
 }
+
+// TestViewServesVerifierLogs: the verifier logs report.html links are
+// served as plain text from the run's verifier/ folder, and nothing
+// outside it (issue 32: the page named the whole log but gave no way to
+// open it).
+func TestViewServesVerifierLogs(t *testing.T) {
+	dir := newRunDir(t, 1, true)
+	store, err := rundir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := rundir.VerifierLogName("a/b#0", 0) // a name with an escaped slash
+	if err := store.WriteVerifierLog(name, "the whole log\n"); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("not a log"), 0o644)
+	srv := httptest.NewServer(viewHandler(dir, false))
+	defer srv.Close()
+	if code, body := get(t, srv.URL+"/verifier/"+strings.ReplaceAll(name, "%", "%25")); code != 200 || body != "the whole log\n" {
+		t.Errorf("GET the log: %d %q", code, body)
+	}
+	for _, p := range []string{"/verifier/..%2Fsecret.txt", "/verifier/nope.txt", "/verifier/%2E%2E/secret.txt"} {
+		if code, body := get(t, srv.URL+p); code == 200 || strings.Contains(body, "not a log") {
+			t.Errorf("GET %s: %d %q", p, code, body)
+		}
+	}
+}

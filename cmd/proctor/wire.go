@@ -62,6 +62,8 @@ func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
 		CacheDir:       filepath.Join(cacheDir(), "wasm"),
 		MemoryLimitMiB: c.Env.MemoryMB,
 		HookTimeout:    c.Env.HookTimeout.Duration,
+		// Reward plugins share the runtime and the limit.
+		HookTimeoutName: "[env] hook_timeout",
 	})
 	if err != nil {
 		return nil, &fault.Infra{Err: fmt.Errorf("plugin runtime: %w", err)}
@@ -128,6 +130,7 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		return parts, nil, err
 	}
 	done = func() { rt.Close(context.WithoutCancel(ctx)) }
+	c.ForPlugin(p.Manifest().Name)
 	if nd, ok := be.(interface{ NoDefaultNetwork(context.Context) string }); ok && c.Sandbox.Network == config.NetworkAuto {
 		e.NoDefaultNetwork = nd.NoDefaultNetwork(ctx)
 	}
@@ -149,7 +152,7 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		done()
 		return parts, nil, err
 	}
-	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p),
+	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p), ScoringKeys: p.Manifest().ScoringKeys,
 		Rewards: scorers, RewardInfos: infos, Agent: ag}, done, nil
 }
 

@@ -63,6 +63,12 @@ type Run struct {
 	VerifyTimeout           Duration `toml:"verify_timeout" json:"verify_timeout"`
 	TeardownTimeout         Duration `toml:"teardown_timeout" json:"teardown_timeout"`
 	ProgressInterval        Duration `toml:"progress_interval" json:"progress_interval"`
+	// VerifierFailure is what a verifier that ran and reached no reward
+	// (its tests past their timeout, no reward file, an empty or
+	// unreadable one) makes of a rollout: VerifierOutcome (the default,
+	// Harbor's: the outcome verifier_failed, reward 0, never retried) or
+	// VerifierInfraError (an infra_error of class verifier, retried).
+	VerifierFailure string `toml:"verifier_failure" json:"verifier_failure"`
 
 	// Prestart is how many rollouts may have their sandbox started ahead
 	// of their turn while others run; 0 turns it off. Default: the
@@ -211,6 +217,15 @@ type Prices struct {
 	CachedInputPerMTok float64 `toml:"cached_input_per_mtok" json:"cached_input_per_mtok"`
 }
 
+// A terminal command's default time limit in seconds: hermes-agent's
+// TERMINAL_TIMEOUT, and the 300 its Terminal-Bench 2 environment sets
+// (environments/benchmarks/terminalbench_2/terminalbench2_env.py:218 at
+// 475205e3), which runs on the bundled tb2 plugin take.
+const (
+	DefaultTerminalTimeout = 180
+	TB2TerminalTimeout     = 300
+)
+
 // Agent is the [agent] section.
 type Agent struct {
 	Kind         string   `toml:"kind" json:"kind"`
@@ -237,6 +252,18 @@ type Agent struct {
 	CostLimitUSD float64 `toml:"cost_limit_usd" json:"cost_limit_usd,omitempty"`
 	// MaxLogMB caps the agent's own logs kept per rollout (default 16).
 	MaxLogMB int64 `toml:"max_log_mb" json:"max_log_mb,omitempty"`
+	// terminalDefault: the config left terminal_timeout out.
+	terminalDefault bool
+}
+
+// ForPlugin fills in the defaults that depend on the environment plugin
+// the run loaded (by its manifest's name, whatever path or reference
+// named it): hermes' Terminal-Bench 2 environment gives terminal commands
+// 300 s, so a run of the tb2 plugin that sets no terminal_timeout does too.
+func (c *Config) ForPlugin(name string) {
+	if name == "tb2" && c.Agent.terminalDefault {
+		c.Agent.TerminalTimeout = TB2TerminalTimeout
+	}
 }
 
 // Sandbox is the [sandbox] section.
@@ -293,6 +320,12 @@ type Toleration struct {
 	Effect   string `toml:"effect" json:"effect,omitempty"`
 	Seconds  *int64 `toml:"seconds" json:"seconds,omitempty"`
 }
+
+// [run] verifier_failure values.
+const (
+	VerifierOutcome    = "outcome"
+	VerifierInfraError = "infra_error"
+)
 
 // NetworkAuto is [sandbox] network's default.
 const NetworkAuto = "auto"
@@ -646,6 +679,9 @@ func (c *Config) defaults() {
 	if r.ProgressInterval.Duration == 0 {
 		r.ProgressInterval.Duration = 30 * time.Second
 	}
+	if r.VerifierFailure == "" {
+		r.VerifierFailure = VerifierOutcome
+	}
 	if c.Agent.Kind == "" {
 		c.Agent.Kind = "llm"
 	}
@@ -656,7 +692,7 @@ func (c *Config) defaults() {
 		c.Agent.Tools = []string{"terminal", "file"}
 	}
 	if c.Agent.TerminalTimeout == 0 {
-		c.Agent.TerminalTimeout = 180
+		c.Agent.TerminalTimeout, c.Agent.terminalDefault = DefaultTerminalTimeout, true
 	}
 	if c.Model.RequestTimeout.Duration == 0 {
 		c.Model.RequestTimeout.Duration = 10 * time.Minute
@@ -786,6 +822,9 @@ func (c *Config) validate(data []byte) error {
 		return bad("run.retries", "must not be negative", "")
 	case c.Run.Prestart != nil && *c.Run.Prestart < 0:
 		return bad("run.prestart", "must not be negative", "0 turns starting sandboxes ahead off")
+	}
+	if err := oneOf("run.verifier_failure", c.Run.VerifierFailure, VerifierOutcome, VerifierInfraError); err != nil {
+		return err
 	}
 	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay", "installed"); err != nil {
 		return err

@@ -194,3 +194,46 @@ func FuzzParse(f *testing.F) {
 		Parse(data, "fuzz.toml", nil)
 	})
 }
+
+// TestTerminalTimeoutOfTB2: a run of the tb2 plugin that sets no
+// terminal_timeout gives terminal commands the 300 s of hermes-agent's
+// Terminal-Bench 2 environment (environments/benchmarks/terminalbench_2/
+// terminalbench2_env.py:218 at 475205e3), whatever path named the plugin;
+// other plugins keep hermes' TERMINAL_TIMEOUT of 180 s, and a value the
+// config sets stays.
+func TestTerminalTimeoutOfTB2(t *testing.T) {
+	for _, tc := range []struct {
+		sets   []string
+		plugin string
+		want   int
+	}{
+		{nil, "tb2", 300},
+		{[]string{"env.plugin=/build/tb2-copy.wasm"}, "tb2", 300},
+		{[]string{"agent.terminal_timeout=120"}, "tb2", 120},
+		{[]string{"agent.terminal_timeout=180"}, "tb2", 180},
+		{nil, "swesmith", 180},
+	} {
+		c, err := Parse([]byte("[agent]\nkind='oracle'\n[env]\nplugin='tb2'\n"), "/tmp/t.toml", tc.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ForPlugin(tc.plugin)
+		if c.Agent.TerminalTimeout != tc.want {
+			t.Errorf("%v, plugin %s: terminal_timeout %d, want %d", tc.sets, tc.plugin, c.Agent.TerminalTimeout, tc.want)
+		}
+	}
+}
+
+// TestVerifierFailureKey: [run] verifier_failure is Harbor's outcome by
+// default, or today's infra_error on request; anything else is refused.
+func TestVerifierFailureKey(t *testing.T) {
+	c, err := Parse([]byte("[agent]\nkind='oracle'\n[env]\nplugin='tb2'\n"), "/tmp/t.toml", nil)
+	if err != nil || c.Run.VerifierFailure != VerifierOutcome {
+		t.Fatalf("%v %q", err, c.Run.VerifierFailure)
+	}
+	_, err = Parse([]byte("[run]\nverifier_failure = 'retry'\n[agent]\nkind='oracle'\n[env]\nplugin='tb2'\n"), "/tmp/t.toml", nil)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "run.verifier_failure" || ce.Line != 2 {
+		t.Fatalf("a bad verifier_failure: %v", err)
+	}
+}

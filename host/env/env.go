@@ -104,10 +104,11 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 		raw, _ := json.Marshal(t)
 		tasks = append(tasks, scheduler.Task{
 			ID: t.ID, Category: t.Category, Difficulty: t.Difficulty,
-			AgentTimeout:  time.Duration(t.AgentTimeoutSec * float64(time.Second)),
-			VerifyTimeout: time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
-			Raw:           raw,
-			Broken:        t.Broken,
+			AgentTimeout:     time.Duration(t.AgentTimeoutSec * float64(time.Second)),
+			VerifyTimeout:    time.Duration(t.VerifyTimeoutSec * float64(time.Second)),
+			AgentTimeoutFrom: t.AgentTimeoutFrom, VerifyTimeoutFrom: t.VerifyTimeoutFrom,
+			Raw:    raw,
+			Broken: t.Broken,
 		})
 	}
 	return tasks, resp.Skipped, nil
@@ -204,10 +205,10 @@ func (r *pluginRollout) convertSpec(s abi.SandboxSpec) (sandbox.Spec, error) {
 	network, build, withheld := r.env.networkFor(wants)
 	r.withheld = withheld
 	return sandbox.Spec{
-		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild,
+		Image: s.Image, BuildContext: s.BuildContext, Dockerfile: s.Dockerfile, ForceBuild: s.ForceBuild, BuildHint: s.BuildHint,
 		Workdir: s.Workdir, Env: s.Env, User: s.User, AgentUser: s.AgentUser, CPUs: s.CPUs, MemoryMB: s.MemoryMB, PidsMax: s.PidsMax,
 		DiskMB: s.DiskMB, Network: network, BuildNetwork: build, Private: s.Private,
-		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)),
+		StartTimeout: time.Duration(s.BuildTimeoutSec * float64(time.Second)), StartTimeoutFrom: s.BuildTimeoutFrom,
 	}, nil
 }
 
@@ -254,25 +255,59 @@ func (r *pluginRollout) Prompt(ctx context.Context) (string, string, error) {
 	return p.System, p.User, err
 }
 
+// oracleGrace is how long the oracle's hook may go on past the agent's
+// deadline: the solution's own command stops at that deadline, and the
+// hook then reads what it printed.
+const oracleGrace = 30 * time.Second
+
 // Oracle runs on an instance of its own: it runs under the agent's
 // timeout, and a timeout discards the instance it ran on, which must not
-// take the verifier's instance with it.
+// take the verifier's instance with it. Its request carries in
+// Task.AgentTimeoutSec what is left of the agent's timeout, so that the
+// solution's command stops at the agent's deadline and the hook, given
+// oracleGrace more, keeps what it printed.
 func (r *pluginRollout) Oracle(ctx context.Context) (scheduler.OracleResult, error) {
 	inst, err := r.fresh(ctx)
 	if err != nil {
 		return scheduler.OracleResult{}, classify(err)
 	}
 	defer inst.Close(context.WithoutCancel(ctx))
+	req := r.req
+	if dl, ok := ctx.Deadline(); ok {
+		req.Task.AgentTimeoutSec = max(time.Until(dl).Seconds(), 1)
+	}
+	hctx, cancel := withGrace(ctx, oracleGrace)
+	defer cancel()
 	var o abi.OracleResponse
-	err = classify(inst.Call(ctx, abi.HookOracle, r.req, &o))
+	err = classify(inst.Call(hctx, abi.HookOracle, req, &o))
 	if errors.Is(err, wasm.ErrUnknown) {
 		return scheduler.OracleResult{}, scheduler.ErrNoOracle
 	}
-	if r.limitErr != nil {
+	res := scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}
+	switch {
+	case r.limitErr != nil:
 		// The oracle acts as the agent: over the limit is its outcome.
-		return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, r.limitErr
+		return res, r.limitErr
+	case err == nil && o.TimedOut:
+		return res, fmt.Errorf("the reference solution %w; what it printed until then is kept", scheduler.ErrAgentTimeout)
 	}
-	return scheduler.OracleResult{Output: capLog(o.Output), ExitCode: o.ExitCode}, err
+	return res, err
+}
+
+// withGrace is ctx, but when ctx's deadline passes it goes on for grace
+// more; any other end of ctx (Ctrl-C) ends it at once.
+func withGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	g, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(grace))
+	stop := context.AfterFunc(ctx, func() {
+		if ctx.Err() != context.DeadlineExceeded {
+			cancel()
+		}
+	})
+	return g, func() { stop(); cancel() }
 }
 
 func (r *pluginRollout) Verify(ctx context.Context, agentTimedOut bool) (scheduler.Verdict, error) {
@@ -313,7 +348,18 @@ func verdict(v abi.VerifyResponse) scheduler.Verdict {
 		}
 	}
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
-		Log: capLog(v.Log), RewardSource: v.RewardSource}
+		Log: capLog(v.Log), RewardSource: v.RewardSource, Failure: capFailure(v.Failure)}
+}
+
+// maxFailure caps the reason a verifier reached no reward, which the
+// record keeps as its error.
+const maxFailure = 64 << 10
+
+func capFailure(s string) string {
+	if len(s) <= maxFailure {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxFailure], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-maxFailure)
 }
 
 // maxLog caps a verifier log or an oracle's output the host keeps of a

@@ -32,7 +32,11 @@ type Parts struct {
 	Prune   Pruner // nil: the backend leaves nothing behind
 	Env     Environment
 	EnvInfo rundir.PluginInfo // which environment plugin bytes run
-	Rewards []scheduler.Scorer
+	// ScoringKeys are the keys of [env.config] that decide how a rollout
+	// is scored (the plugin's manifest says which); a resume that changes
+	// one is refused. Nil: every key.
+	ScoringKeys []string
+	Rewards     []scheduler.Scorer
 	// RewardInfos say which reward plugin bytes run, one per Rewards.
 	RewardInfos []rundir.PluginInfo
 	Agent       scheduler.Agent
@@ -143,6 +147,9 @@ func (r *Run) start(p Parts, tasks []scheduler.Task) error {
 		if err := samePlugins(r.dir, r.man, p.EnvInfo, rewards); err != nil {
 			return err
 		}
+		if err := sameScoring(r.dir, c, p.ScoringKeys, len(r.store.Records())); err != nil {
+			return err
+		}
 		rewards = keepRecorded(r.man.Rewards, rewards)
 	}
 	r.man.ProctorVersion = r.version
@@ -187,6 +194,7 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 			Prestart: prestart(c), GroupSize: groupSize(r.process, c),
 			Attempts: c.Run.Attempts, Retries: c.Run.Retries, Seed: c.Run.Seed,
 			AgentTimeoutScale: c.Run.AgentTimeoutScale, EnvRewardWeight: c.Env.RewardWeight,
+			VerifierFailureIsInfra: c.Run.VerifierFailure == config.VerifierInfraError,
 			Timeouts: scheduler.Timeouts{
 				SandboxStart: c.Run.SandboxStartTimeout.Duration, Setup: c.Run.SetupTimeout.Duration,
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
@@ -260,7 +268,7 @@ func (r *Run) finish(st scheduler.Stats, g *grouper) (report.Summary, error) {
 			r.man.ImageDigests[name] = rec.ImageDigest
 		}
 	}
-	sum := report.Summarize(recs)
+	sum := report.SummarizeIn(r.dir, recs)
 	var err error
 	if werr := rundir.WriteJSONAtomic(filepath.Join(r.dir, rundir.SummaryFile), sum); werr != nil {
 		err = &fault.Infra{Err: werr}

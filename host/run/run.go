@@ -93,6 +93,10 @@ func WithGroupSink(sink GroupSink) Option {
 // Execute still loads the tasks, guards a resume, writes the manifest and
 // the config before, and summary.json, the manifest and report.html
 // after.
+//
+// A Driver with a method Command() string names the proctor command it
+// is ("serve"): the run directory's lock names it to whoever finds the
+// lock held or takes it over.
 type Driver interface {
 	// Drive runs rollouts until it is done or ctx ends, and says what ran.
 	Drive(ctx context.Context, runner *scheduler.Runner, tasks []scheduler.Task) (scheduler.Stats, error)
@@ -141,6 +145,9 @@ func (r *Run) lockDir() error {
 	cmd := "eval"
 	if r.process {
 		cmd = "process"
+	}
+	if d, ok := r.driver.(interface{ Command() string }); ok {
+		cmd = d.Command() // the lock names the command that holds it
 	}
 	var err error
 	r.lock, err = rundir.LockExclusive(r.dir, cmd)

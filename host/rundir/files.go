@@ -1,6 +1,7 @@
 package rundir
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -33,9 +34,10 @@ const (
 
 // Files a serve run (proctor serve) adds to its run directory.
 const (
-	ServeIndexFile = "serve.jsonl" // one line per group decided: sent, dropped or refused
-	EvalsFile      = "evals.jsonl" // one line per evaluation finished
-	EvalsDir       = "evals"       // evals/step-N: each evaluation's own run directory
+	ServeIndexFile = "serve.jsonl"      // one line per group decided: sent, dropped or refused
+	ServeEnvsFile  = "serve-envs.jsonl" // one line per env_id the rollout API gave, and one when it is let go
+	EvalsFile      = "evals.jsonl"      // one line per evaluation finished
+	EvalsDir       = "evals"            // evals/step-N: each evaluation's own run directory
 )
 
 // TranscriptName is the file name of a rollout's transcript: the rollout
@@ -222,4 +224,23 @@ func ReadTranscript(dir, name string) ([]byte, error) {
 		err = &TooLargeError{Path: f.Name(), Size: int64(len(b))}
 	}
 	return b, err
+}
+
+// ServeGroupSize is the group size of the serve run in dir, from the first
+// line of its serve.jsonl ({"state": "open", "group_size": N, ...}, written
+// before any rollout); 0 when dir holds no serve run.
+func ServeGroupSize(dir string) int {
+	f, err := os.Open(filepath.Join(dir, ServeIndexFile))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(io.LimitReader(f, 64<<10)).ReadBytes('\n')
+	var first struct {
+		GroupSize int `json:"group_size"`
+	}
+	if json.Unmarshal(line, &first) != nil || first.GroupSize < 0 {
+		return 0
+	}
+	return first.GroupSize
 }

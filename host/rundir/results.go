@@ -31,6 +31,11 @@ const (
 	OutcomeFailed       = "failed"
 	OutcomeAgentTimeout = "agent_timeout"
 	OutcomeInfraError   = "infra_error"
+	// OutcomeVerifierFailed is a verifier that ran and reached no reward
+	// (its tests ran past their timeout, wrote no reward, or an empty or
+	// unreadable one): reward 0, counted in every rate, exported with its
+	// reward, never retried, as Harbor records such a trial.
+	OutcomeVerifierFailed = "verifier_failed"
 )
 
 // Classes of infra_error.
@@ -39,6 +44,7 @@ const (
 	ClassPlugin      = "plugin"
 	ClassSetup       = "setup"
 	ClassVerifier    = "verifier"
+	ClassDataset     = "dataset"
 	ClassModel       = "model"
 	ClassAgent       = "agent"
 	ClassInterrupted = "interrupted"

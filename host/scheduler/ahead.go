@@ -112,7 +112,7 @@ func (a *ahead) askSpec(ctx context.Context, j job) *sandbox.Spec {
 		return nil
 	}
 	ro.env = env
-	err = within(ctx, "sandbox_start", a.r.Config.Timeouts.SandboxStart, ro.askSpec)
+	err = within(ctx, "sandbox_start", a.r.sandboxStartLimit(), ro.askSpec)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	env.Close(cctx)
 	cancel()

@@ -23,6 +23,13 @@ type Progress interface {
 	Finish()
 }
 
+// Resumer is a Progress that hears, before Start, how the rollouts a
+// resumed run already recorded ended, so that its pass rate is the run's
+// and not only this invocation's.
+type Resumer interface {
+	Recorded(recs []rundir.Record)
+}
+
 type nopProgress struct{}
 
 func (nopProgress) Start(int, int)       {}
@@ -60,6 +67,22 @@ type progress struct {
 	stop      chan struct{}
 	stopped   chan struct{}
 	finishedN int
+	// earlier are the rollouts recorded before this invocation, and how
+	// many of them passed.
+	earlier, earlierPassed int
+}
+
+// Recorded counts the rollouts recorded before this invocation into the
+// pass rate.
+func (p *progress) Recorded(recs []rundir.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.earlier, p.earlierPassed = len(recs), 0
+	for _, r := range recs {
+		if r.Outcome == rundir.OutcomePassed {
+			p.earlierPassed++
+		}
+	}
 }
 
 func (p *progress) Start(total, skipped int) {
@@ -155,7 +178,7 @@ func (p *progress) Finish() {
 func (p *progress) summaryLocked() string {
 	elapsed := time.Since(p.started)
 	s := fmt.Sprintf("progress: %d/%d done, %d running, pass rate %s, elapsed %s", p.done, p.total, len(p.running),
-		rate(p.passed, p.finishedN), elapsed.Round(time.Second))
+		rate(p.passed+p.earlierPassed, p.finishedN+p.earlier), elapsed.Round(time.Second))
 	if p.finishedN > 0 && p.done < p.total {
 		eta := time.Duration(float64(elapsed) / float64(p.finishedN) * float64(p.total-p.done))
 		s += ", eta " + eta.Round(time.Second).String()

@@ -77,7 +77,7 @@ func (ro *rollout) run(ctx context.Context, m *member) bool {
 		return ro.fail(ctx, rundir.ClassSandbox, phaseError("start sandbox", err))
 	}
 	defer ro.stopSandbox(ctx)
-	if err := ro.phase(ctx, "setup", ro.r.Config.Timeouts.Setup, ro.env.Setup); err != nil {
+	if err := ro.phase(ctx, "setup", ro.r.setupLimit(), ro.env.Setup); err != nil {
 		return ro.fail(ctx, rundir.ClassSetup, phaseError("setup", err))
 	}
 	if err := ro.formatPrompt(ctx); err != nil {
@@ -156,7 +156,7 @@ func (ro *rollout) closePlugin(ctx context.Context) {
 // startSandbox starts the rollout's sandbox, or takes the one started
 // ahead for it (m, when set), and binds it to the environment's side.
 func (ro *rollout) startSandbox(ctx context.Context, m *member) error {
-	err := ro.phase(ctx, "sandbox_start", ro.r.Config.Timeouts.SandboxStart, func(ctx context.Context) error {
+	err := ro.phase(ctx, "sandbox_start", ro.r.sandboxStartLimit(), func(ctx context.Context) error {
 		if err := ro.askSpec(ctx); err != nil {
 			return err
 		}
@@ -174,6 +174,11 @@ func (ro *rollout) startSandbox(ctx context.Context, m *member) error {
 	ro.env.Bind(ro.sb, ro.reset)
 	if d, ok := ro.sb.(interface{ ImageDigest() string }); ok {
 		ro.rec.ImageDigest = d.ImageDigest()
+	}
+	if i, ok := ro.sb.(interface{ ImageRef() string }); ok && ro.rec.Image != "" && i.ImageRef() != "" {
+		// What ran: the local build's tag when a named image was built
+		// from the task's context (force_build), not the name.
+		ro.rec.Image = i.ImageRef()
 	}
 	return nil
 }
@@ -237,7 +242,7 @@ func (ro *rollout) closeSandbox(ctx context.Context, sb sandbox.Sandbox) {
 // formatPrompt asks the environment for the agent's prompt; it counts
 // as setup time.
 func (ro *rollout) formatPrompt(ctx context.Context) error {
-	return ro.phase(ctx, "setup", ro.r.Config.Timeouts.Setup, func(ctx context.Context) (err error) {
+	return ro.phase(ctx, "setup", ro.r.setupLimit(), func(ctx context.Context) (err error) {
 		ro.system, ro.prompt, err = ro.env.Prompt(ctx)
 		return err
 	})
@@ -246,13 +251,13 @@ func (ro *rollout) formatPrompt(ctx context.Context) error {
 // runAgent runs the agent under its timeout. Running out of time is an
 // outcome, not an error: verification still runs.
 func (ro *rollout) runAgent(ctx context.Context) error {
-	err := ro.phase(ctx, "agent", ro.r.agentTimeout(ro.task), func(actx context.Context) error {
+	err := ro.phase(ctx, "agent", ro.r.agentLimit(ro.task), func(actx context.Context) error {
 		var err error
 		ro.out, err = ro.r.Agent.Run(actx, AgentInput{
 			RolloutID: ro.id, Task: ro.task, Attempt: ro.attempt, System: ro.system, Prompt: ro.prompt, Sandbox: sandbox.AgentView(ro.sb),
 			Seed: ro.rec.Seed, Oracle: ro.env.Oracle,
 		})
-		if actx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		if pastDeadline(ctx, actx) || errors.Is(err, ErrAgentTimeout) && ctx.Err() == nil {
 			ro.timedOut = true
 			return nil
 		}
@@ -310,10 +315,15 @@ func (ro *rollout) dropAgentLogs() {
 
 // verify seals an isolated sandbox, which ends the agent's turn (the
 // verifier's folders start empty and out of reach of anything the agent
-// left running), then asks the environment for its verdict.
+// left running), then asks the environment for its verdict. Verification
+// that runs past its timeout is a verifier that reached no reward (the
+// agent may well have made the tests hang), as Harbor records it.
 func (ro *rollout) verify(ctx context.Context) error {
 	var note string
-	err := ro.phase(ctx, "verify", ro.r.verifyTimeout(ro.task), func(ctx context.Context) (err error) {
+	lim := ro.r.verifyLimit(ro.task)
+	var vctx context.Context
+	err := ro.phase(ctx, "verify", lim, func(ctx context.Context) (err error) {
+		vctx = ctx
 		if iso, ok := ro.sb.(sandbox.Isolated); ok {
 			if note, err = iso.Seal(ctx); errors.Is(err, sandbox.ErrLimit) {
 				return err
@@ -324,8 +334,20 @@ func (ro *rollout) verify(ctx context.Context) error {
 		ro.verdict, err = ro.env.Verify(ctx, ro.timedOut)
 		return err
 	})
+	if err != nil && lim.d > 0 && pastDeadline(ctx, vctx) && !errors.Is(err, sandbox.ErrLimit) {
+		ro.verdict = Verdict{Failure: err.Error()}
+		err = nil
+	}
 	if err != nil {
 		return err
+	}
+	if ro.verdict.Failure != "" {
+		if ro.r.Config.VerifierFailureIsInfra {
+			return WithClass(rundir.ClassVerifier, errors.New(ro.verdict.Failure))
+		}
+		// Harbor's outcome: no reward is a reward of 0.
+		ro.verdict.Reward, ro.verdict.Passed, ro.verdict.Scores = 0, false, nil
+		ro.rec.Error = ro.verdict.Failure
 	}
 	if note != "" {
 		ro.verdict.Output = "proctor: " + note + "\n" + ro.verdict.Output
@@ -357,7 +379,7 @@ func (ro *rollout) score(ctx context.Context) bool {
 		return true
 	}
 	rec := &ro.rec
-	ro.phase(ctx, "reward", 0, func(ctx context.Context) error {
+	ro.phase(ctx, "reward", limit{}, func(ctx context.Context) error {
 		// Encoded here, only for stacked rewards: a transcript with
 		// token ids runs to megabytes.
 		var transcript json.RawMessage
@@ -381,7 +403,7 @@ func (ro *rollout) score(ctx context.Context) bool {
 
 // teardown runs the environment's teardown; a failure is only logged.
 func (ro *rollout) teardown(ctx context.Context) {
-	if err := ro.phase(ctx, "teardown", ro.r.Config.Timeouts.Teardown, ro.env.Teardown); err != nil {
+	if err := ro.phase(ctx, "teardown", ro.r.teardownLimit(), ro.env.Teardown); err != nil {
 		ro.r.Log.Warn("teardown", "rollout", ro.id, "err", err)
 	}
 }
@@ -392,40 +414,25 @@ func (ro *rollout) outcome() string {
 		return rundir.OutcomePassed
 	case ro.timedOut:
 		return rundir.OutcomeAgentTimeout
+	case ro.verdict.Failure != "":
+		return rundir.OutcomeVerifierFailed
 	}
 	return rundir.OutcomeFailed
 }
 
-// phase runs f under the phase's timeout, tells Progress, and adds its
+// phase runs f under the phase's limit, tells Progress, and adds its
 // duration to the record.
-func (ro *rollout) phase(ctx context.Context, name string, timeout time.Duration, f func(context.Context) error) error {
+func (ro *rollout) phase(ctx context.Context, name string, lim limit, f func(context.Context) error) error {
 	ro.r.Progress.Phase(ro.id, name)
 	start := time.Now()
-	err := within(ctx, name, timeout, f)
+	err := within(ctx, name, lim, f)
 	ro.rec.Phases[name] += time.Since(start).Seconds()
-	return err
-}
-
-// within runs f under timeout; an error it causes says which phase took
-// too long.
-func within(ctx context.Context, name string, timeout time.Duration, f func(context.Context) error) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	err := f(ctx)
-	if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("%w (phase timeout %s)", err, timeout)
-	} else if err != nil && errors.Is(err, context.DeadlineExceeded) && timeout > 0 {
-		err = fmt.Errorf("%s took longer than %s: %w", name, timeout, err)
-	}
 	return err
 }
 
 // startWithin starts a sandbox under the sandbox start timeout.
 func (r *Runner) startWithin(ctx context.Context, spec sandbox.Spec) (sb sandbox.Sandbox, err error) {
-	err = within(ctx, "sandbox_start", r.Config.Timeouts.SandboxStart, func(ctx context.Context) error {
+	err = within(ctx, "sandbox_start", r.sandboxStartLimit(), func(ctx context.Context) error {
 		sb, err = r.start(ctx, spec)
 		return err
 	})
@@ -445,8 +452,8 @@ func (r *Runner) start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	sctx, cancel := context.WithTimeout(ctx, spec.StartTimeout)
 	defer cancel()
 	sb, err := r.Backend.Start(sctx, spec)
-	if err != nil && sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		err = fmt.Errorf("the task's build timeout of %s passed: %w", spec.StartTimeout, err)
+	if err != nil && pastDeadline(ctx, sctx) {
+		err = fmt.Errorf("the task's build timeout of %s passed: %w", limit{spec.StartTimeout, spec.StartTimeoutFrom}, err)
 	}
 	return sb, err
 }

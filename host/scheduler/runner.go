@@ -57,6 +57,11 @@ type Config struct {
 	// GroupSize, in a process run, is how many attempts of a task form a
 	// group; a group's sandboxes are started ahead together.
 	GroupSize int
+	// VerifierFailureIsInfra records a verifier that reached no reward
+	// (Verdict.Failure, or verification past its timeout) as an
+	// infra_error of class verifier, retried, instead of the outcome
+	// verifier_failed with reward 0 (Harbor's, never retried).
+	VerifierFailureIsInfra bool
 }
 
 // Runner runs the rollouts of one run.
@@ -106,6 +111,9 @@ func (r *Runner) Run(ctx context.Context, tasks []Task) (Stats, error) {
 	c := r.Config
 	jobs, skipped := r.plan(tasks, c.Attempts)
 	t := &tally{Stats: Stats{Planned: len(jobs), Skipped: skipped, Outcomes: map[string]int{}}}
+	if rp, ok := r.Progress.(Resumer); ok && skipped > 0 {
+		rp.Recorded(r.Store.Records())
+	}
 	r.Progress.Start(len(jobs)+skipped, skipped)
 
 	// stop ends when ctx does or a record fails; the rollouts run on it,
@@ -153,7 +161,7 @@ func (r *Runner) plan(tasks []Task, attempts int) (jobs []job, skipped int) {
 		}
 	}
 	slices.SortStableFunc(jobs, func(x, y job) int {
-		if d := cmp.Compare(r.agentTimeout(y.task), r.agentTimeout(x.task)); d != 0 {
+		if d := cmp.Compare(r.agentLimit(y.task).d, r.agentLimit(x.task).d); d != 0 {
 			return d
 		}
 		if d := cmp.Compare(x.task.ID, y.task.ID); d != 0 {
@@ -216,23 +224,10 @@ func (r *Runner) prepare() error {
 	return nil
 }
 
-func (r *Runner) agentTimeout(t Task) time.Duration {
-	d := r.Config.Timeouts.Agent
-	if t.AgentTimeout > 0 {
-		d = time.Duration(float64(t.AgentTimeout) * r.Config.AgentTimeoutScale)
-	}
-	return d
-}
-
-func (r *Runner) verifyTimeout(t Task) time.Duration {
-	if t.VerifyTimeout > 0 {
-		return t.VerifyTimeout
-	}
-	return r.Config.Timeouts.Verify
-}
-
 // runWithRetries runs one identity until it has a final outcome: anything
-// but infra_error, or infra_error after Retries more tries.
+// but infra_error, or infra_error after Retries more tries, or a dataset
+// error (class dataset: the row names what does not exist), which another
+// try cannot change.
 func (r *Runner) runWithRetries(ctx context.Context, j job) (rundir.Record, bool) {
 	var rec rundir.Record
 	for try := 0; ; try++ {
@@ -241,7 +236,7 @@ func (r *Runner) runWithRetries(ctx context.Context, j job) (rundir.Record, bool
 		if !ok {
 			return rec, false
 		}
-		if rec.Outcome != rundir.OutcomeInfraError || try >= r.Config.Retries {
+		if rec.Outcome != rundir.OutcomeInfraError || rec.ErrorClass == rundir.ClassDataset || try >= r.Config.Retries {
 			return rec, true
 		}
 		r.Log.Warn("rollout infra error, retrying", "rollout", rec.RolloutID, "try", try+1, "class", rec.ErrorClass, "err", rec.Error)

@@ -33,7 +33,10 @@ type Task struct {
 	Difficulty    string
 	AgentTimeout  time.Duration // 0: the run's default
 	VerifyTimeout time.Duration // 0: the run's default
-	Raw           json.RawMessage
+	// AgentTimeoutFrom and VerifyTimeoutFrom say where the task's
+	// timeouts come from, for the error when one fires.
+	AgentTimeoutFrom, VerifyTimeoutFrom string
+	Raw                                 json.RawMessage
 	// Broken says why the plugin cannot read the task; its rollouts fail
 	// with that reason.
 	Broken string
@@ -65,6 +68,11 @@ type Verdict struct {
 	// RewardSource where the reward came from.
 	Log          string
 	RewardSource string
+	// Failure says why the verifier reached no reward although it ran
+	// (its tests ran past their timeout, wrote no reward or an unreadable
+	// one): the rollout's outcome is verifier_failed, reward 0, as Harbor
+	// records it, or an infra_error where the run asks for that.
+	Failure string
 }
 
 // Rollout is the environment's side of one rollout. Its sandbox operations
@@ -94,6 +102,12 @@ type OracleResult struct {
 
 // ErrNoOracle: the environment has no reference solution for the task.
 var ErrNoOracle = errors.New("environment has no oracle")
+
+// ErrAgentTimeout is an agent that ran past the agent's timeout of its
+// own accord (the oracle's solution, stopped by its own command timeout):
+// the rollout's outcome, agent_timeout, as when the phase's deadline
+// passes.
+var ErrAgentTimeout = errors.New("ran past the agent's timeout")
 
 // AgentInput is what an agent gets for one rollout.
 type AgentInput struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,18 +256,88 @@ func (s *Serve) preempt() {
 // waitGroups waits until no group generates.
 func (s *Serve) waitGroups() { s.groups.Wait() }
 
-// progress prints where serving stands.
-func (s *Serve) progress(st atropos.Status) {
+// snapshot is what the progress line says besides the counts: the
+// last status, and why serving waits.
+type snapshot struct {
+	st     atropos.Status
+	steps  string // " of N", or why there is no limit
+	polled bool   // a status was read
+	api    string // why the API cannot be used now ("" while it answers)
+	idle   string // why no more groups may start
+}
+
+// setAPI says why the API cannot be used now; "" when it answers.
+func (s *Serve) setAPI(why string) {
 	s.mu.Lock()
-	running, inflight, recorded := len(s.running), s.inflight, s.stats.Finished
+	s.snap.api = why
 	s.mu.Unlock()
-	state := ""
-	if s.throttled(st) {
-		state = ", throttled: the trainer is behind"
+}
+
+// snapshot keeps the loop's view for the progress line: the status, and
+// why no more groups may start when limit allows none.
+func (s *Serve) snapshot(st atropos.Status, limit int) {
+	idle := ""
+	c := s.cfg.Serve
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(s.backlog) == 0 && s.nextKey(false) == nil:
+		idle = fmt.Sprintf("every group of the %d epochs has started", c.Epochs)
+	case limit > s.inflight:
+	case s.eval.running() && c.EvalHandling == config.EvalStopTrain:
+		idle = "evaluating (STOP_TRAIN): no training group starts until it is over"
+	case s.throttled(st) || limit <= 0:
+		idle = fmt.Sprintf("throttled: the trainer is behind (%d groups queued at the API, max_batches_offpolicy %d)", st.QueueSize, c.MaxBatchesOffpolicy)
+	default:
+		idle = fmt.Sprintf("as many groups as may run (%d) are running or waiting to be sent", limit)
 	}
-	if s.eval.running() {
-		state += fmt.Sprintf(", evaluating (%s)", s.cfg.Serve.EvalHandling)
+	s.snap.st, s.snap.steps, s.snap.polled, s.snap.idle = st, s.stepsLeft(), true, idle
+}
+
+// progressLoop prints where serving stands every run.progress_interval
+// (at least a second), also while the loop waits for the API; the
+// function it returns stops it.
+func (s *Serve) progressLoop() func() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(max(s.cfg.Run.ProgressInterval.Duration, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.progress()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// progress prints where serving stands and, when it waits, why.
+func (s *Serve) progress() {
+	s.mu.Lock()
+	running, inflight, recorded, snap := len(s.running), s.inflight, s.stats.Finished, s.snap
+	s.mu.Unlock()
+	step := "not registered yet"
+	if snap.polled {
+		step = fmt.Sprintf("trainer step %d%s", snap.st.CurrentStep, snap.steps)
 	}
-	s.notify("", "trainer step %d%s, %d groups sent, %d running, %d waiting to be sent, %d queued at the API, %d rollouts recorded%s",
-		st.CurrentStep, s.stepsLeft(), s.send.sentCount(), running, inflight-running, st.QueueSize, recorded, state)
+	var state []string
+	switch {
+	case snap.api != "":
+		state = append(state, snap.api)
+	case snap.idle != "" && (running == 0 || strings.HasPrefix(snap.idle, "throttled")):
+		state = append(state, snap.idle)
+	}
+	if s.eval.running() && !strings.HasPrefix(snap.idle, "evaluating") {
+		state = append(state, fmt.Sprintf("evaluating (%s)", s.cfg.Serve.EvalHandling))
+	}
+	why := ""
+	if len(state) > 0 {
+		why = "; " + strings.Join(state, "; ")
+	}
+	s.notify("", "%s, %d groups sent, %d running, %d waiting to be sent, %d queued at the API, %d rollouts recorded%s",
+		step, s.send.sentCount(), running, inflight-running, snap.st.QueueSize, recorded, why)
 }

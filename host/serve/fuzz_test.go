@@ -40,3 +40,34 @@ func FuzzIndex(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEnvLog: whatever serve-envs.jsonl holds, opening it never panics,
+// and a registration appended after it is read back as the newest, with
+// a number of its own.
+func FuzzEnvLog(f *testing.F) {
+	f.Add([]byte(`{"reg":1,"state":"registered","api":"http://x","env_id":0,"name":"rl_0","step":0,"at":"2026-01-01T00:00:00Z"}` + "\n"))
+	f.Add([]byte(`{"reg":1,"state":"registered","env_id":0}` + "\n" + `{"reg":1,"sta`))
+	f.Add([]byte(`{"reg":-3}` + "\n\n"))
+	f.Add([]byte(`{"reg":9223372036854775807,"state":"registered"}` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, rundir.ServeEnvsFile), b, 0o644)
+		l, err := openEnvLog(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := l.add(envLine{State: envRegistered, API: "http://x", EnvID: 7})
+		l.close()
+		if err != nil || e.Reg <= 0 {
+			t.Fatalf("append: %+v %v", e, err)
+		}
+		m, err := openEnvLog(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.close()
+		if got := m.last[e.Reg]; got.EnvID != 7 || got.State != envRegistered || m.regs != e.Reg {
+			t.Fatalf("after an append: reg %d is %+v, %d registrations", e.Reg, got, m.regs)
+		}
+	})
+}

@@ -2,7 +2,10 @@ package serve
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -63,6 +66,33 @@ func (s *Serve) build(k key, rs []recorded) (built, error) {
 		b.group = ag
 	}
 	return b, nil
+}
+
+// unsendable says why a dropped group, and every group of the run like
+// it, cannot be sent, and what to set; "" for drops that depend on the
+// group (the filters, rollouts that failed).
+func (s *Serve) unsendable(b built) string {
+	e := b.entry
+	switch {
+	case e.Dropped == dropNoTokens:
+		return fmt.Sprintf("group %s has no exact token ids (%s): groups without them are not sent; set [model] return_tokens = true with an endpoint that returns token ids", b.k, e.Reason)
+	case e.Dropped != export.DropEmpty || e.Skipped[export.SkipNoModelTurn] == 0:
+		return ""
+	}
+	// Oracle and nop rollouts hold no turn a model generated: no tokens
+	// and masks (which a ScoredData requires), nothing the policy wrote
+	// to learn from.
+	return fmt.Sprintf("group %s has no rollout a model generated (agent.kind = %q; %s): no group of this run can be sent to the trainer; serve with agent.kind = \"llm\" and [model] return_tokens = true",
+		b.k, s.cfg.Agent.Kind, skippedText(e.Skipped))
+}
+
+// skippedText is "2 no_model_turn, 1 infra_error".
+func skippedText(m map[string]int) string {
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d %s", m[why], why))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // filter is [process]'s filter, its max_tokens lowered to the trainer's

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -76,27 +75,15 @@ func openIndex(dir string) (*index, error) {
 		return nil, err
 	}
 	x := &index{f: f, last: map[key]entry{}}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	var good int64
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
+	err = readJSONL(f, func(b []byte) bool {
 		var e entry
-		if i < 0 || json.Unmarshal(b[:i], &e) != nil || (e.TaskID == "") != (e.State == stateOpen) {
-			break
+		if json.Unmarshal(b, &e) != nil || (e.TaskID == "") != (e.State == stateOpen) {
+			return false
 		}
 		x.add(e)
-		good += int64(i + 1)
-		b = b[i+1:]
-	}
-	if err := f.Truncate(good); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		return true
+	})
+	if err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -29,20 +29,21 @@ type sender struct {
 	ctx    context.Context
 	cancel func()
 
-	mu        sync.Mutex
-	queue     []built
-	stopping  bool
-	kick      chan struct{}
-	done      chan struct{}
-	firstErr  error
-	sent      int
-	refusals  int  // in a row
-	saidNoTok bool // the first group without exact tokens was reported
+	mu       sync.Mutex
+	queue    []built
+	stopping bool
+	kick     chan struct{}
+	done     chan struct{}
+	firstErr error
+	sent     int
+	handed   int             // whole groups queued, ever
+	refusals int             // in a row
+	said     map[string]bool // drop reasons said (unsendable)
 }
 
 func newSender(s *Serve, parent context.Context) *sender {
 	ctx, cancel := context.WithCancel(parent)
-	return &sender{s: s, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	return &sender{s: s, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), done: make(chan struct{}), said: map[string]bool{}}
 }
 
 // add builds a whole group and queues it (a dropped group is recorded
@@ -68,6 +69,7 @@ func (q *sender) build(k key, rs []recorded) (built, bool) {
 func (q *sender) queueBuilt(b built) {
 	q.mu.Lock()
 	q.queue = append(q.queue, b)
+	q.handed++
 	q.mu.Unlock()
 	q.poke()
 }
@@ -84,7 +86,7 @@ func (q *sender) loop() {
 	defer close(q.done)
 	for {
 		q.mu.Lock()
-		batch, dropped := q.take()
+		batch, dropped := q.take(maxPerPost)
 		stopping := q.stopping
 		q.mu.Unlock()
 		for _, b := range dropped {
@@ -110,10 +112,10 @@ func (q *sender) loop() {
 	}
 }
 
-// take removes what goes in the next POST from the queue, and the
-// dropped groups before it (q.mu held).
-func (q *sender) take() (batch, dropped []built) {
-	for len(q.queue) > 0 && len(batch) < maxPerPost {
+// take removes what goes in the next POST, at most n groups, from the
+// queue, and the dropped groups before them (q.mu held).
+func (q *sender) take(n int) (batch, dropped []built) {
+	for len(q.queue) > 0 && len(batch) < n {
 		b := q.queue[0]
 		q.queue = q.queue[1:]
 		if b.group == nil {
@@ -125,14 +127,17 @@ func (q *sender) take() (batch, dropped []built) {
 	return batch, dropped
 }
 
-// record writes a dropped group's line.
+// record writes a dropped group's line. The first group that cannot be
+// sent for a reason that holds for the whole run (no exact token ids, no
+// rollout a model generated) says so, and what to set.
 func (q *sender) record(b built) {
+	why := q.s.unsendable(b)
 	q.mu.Lock()
-	say := b.entry.Dropped == dropNoTokens && !q.saidNoTok
-	q.saidNoTok = q.saidNoTok || say
+	say := why != "" && !q.said[b.entry.Dropped]
+	q.said[b.entry.Dropped] = q.said[b.entry.Dropped] || say
 	q.mu.Unlock()
 	if say {
-		q.s.notify("warning", "group %s has no exact token ids (%s): groups without them are not sent; set [model] return_tokens = true with an endpoint that returns token ids", b.k, b.entry.Reason)
+		q.s.notify("warning", "%s", why)
 	}
 	if err := q.s.idx.append(b.entry); err != nil {
 		q.fail(err)
@@ -163,6 +168,12 @@ func (q *sender) post(batch []built) bool {
 		env, gen, err := s.sess.wait(q.ctx)
 		if err != nil {
 			return false
+		}
+		if !ambiguous {
+			var ok bool
+			if batch, groups, ok = q.grow(batch, groups, post); !ok {
+				return false
+			}
 		}
 		var held bool
 		if ambiguous && ambGen == gen {
@@ -199,6 +210,34 @@ func (q *sender) post(batch []built) bool {
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
+}
+
+// grow adds to a POST that cannot have reached the API the whole groups
+// queued since it was made, up to maxPerPost, with "sending" lines of the
+// same POST number: groups that become whole together while the API is
+// away go in one /scored_data_list, as base.py posts the groups its
+// workers return together. False when serve.jsonl cannot be written.
+func (q *sender) grow(batch []built, groups []atropos.Group, post int) ([]built, []atropos.Group, bool) {
+	q.mu.Lock()
+	more, dropped := q.take(maxPerPost - len(batch))
+	q.mu.Unlock()
+	for _, b := range dropped {
+		q.record(b)
+	}
+	if len(more) == 0 {
+		return batch, groups, true
+	}
+	sending := make([]entry, len(more))
+	for i, b := range more {
+		sending[i] = b.entry
+		sending[i].State, sending[i].Post = stateSending, post
+		groups = append(groups, *b.group)
+	}
+	if err := q.s.idx.append(sending...); err != nil {
+		q.fail(err)
+		return batch, groups, false
+	}
+	return append(batch, more...), groups, true
 }
 
 // taken reports whether the API already holds the batch, one POST whose

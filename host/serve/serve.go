@@ -76,6 +76,7 @@ type Serve struct {
 	tasks   map[string]scheduler.Task
 	order   []string // task ids, in the config's order
 	idx     *index
+	envs    *envLog       // the env_ids the API gave the run
 	sem     chan struct{} // rollouts at once: run.concurrency
 
 	sess    session
@@ -97,6 +98,7 @@ type Serve struct {
 	stats    scheduler.Stats
 	fatal    error
 	wake     chan struct{}
+	snap     snapshot // what the progress line says
 
 	send    *sender
 	eval    evalState
@@ -142,7 +144,15 @@ func (s *Serve) Drive(ctx context.Context, runner *scheduler.Runner, tasks []sch
 		return s.stats, err
 	}
 	defer s.idx.close()
+	defer s.envs.close()
+	// The sender too runs on its own context: what is whole is sent,
+	// within drain_timeout, after the loop stops.
+	s.send = newSender(s, context.WithoutCancel(ctx))
+	stopProgress := s.progressLoop()
+	defer stopProgress()
 	if err := s.register(ctx); err != nil {
+		s.send.cancel()
+		s.leave(ctx)
 		s.stats.Interrupted = ctx.Err() != nil
 		if s.stats.Interrupted {
 			return s.stats, nil
@@ -150,14 +160,12 @@ func (s *Serve) Drive(ctx context.Context, runner *scheduler.Runner, tasks []sch
 		return s.stats, err
 	}
 	// Rollouts and evaluations run on their own context: on_interrupt =
-	// "finish" lets them go on after Ctrl-C. The sender too: what is
-	// whole is sent, within drain_timeout, after the loop stops.
+	// "finish" lets them go on after Ctrl-C.
 	gen, stopGen := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopGen()
 	var stopEval func()
 	s.evalCtx, stopEval = context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEval()
-	s.send = newSender(s, context.WithoutCancel(ctx))
 	go s.send.loop()
 	s.queueWhole(ctx)
 	s.noteCutEvals()
@@ -180,6 +188,10 @@ func (s *Serve) open(runner *scheduler.Runner, tasks []scheduler.Task) error {
 		s.order = append(s.order, t.ID)
 	}
 	if s.idx, err = openIndex(s.dir); err != nil {
+		return &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
+	}
+	if s.envs, err = openEnvLog(s.dir); err != nil {
+		s.idx.close()
 		return &fault.Infra{Err: err, Hint: "check that the run directory is writable"}
 	}
 	if s.idx.first == nil {
@@ -328,8 +340,6 @@ const (
 func (s *Serve) loop(ctx, gen context.Context) (string, error) {
 	tick := time.NewTicker(s.opts.Poll)
 	defer tick.Stop()
-	progress := time.NewTicker(max(s.cfg.Run.ProgressInterval.Duration, time.Second))
-	defer progress.Stop()
 	for {
 		if err := s.failed(); err != nil {
 			return stopFailed, err
@@ -352,13 +362,13 @@ func (s *Serve) loop(ctx, gen context.Context) (string, error) {
 		if s.epochsDone() {
 			return stopEpochsDone, nil
 		}
-		s.admit(gen, s.limit(st)-(s.acked()-seq))
+		limit := s.limit(st) - (s.acked() - seq)
+		s.snapshot(st, limit)
+		s.admit(gen, limit)
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		case <-s.wake:
-		case <-progress.C:
-			s.progress(st)
 		}
 	}
 }
@@ -439,13 +449,7 @@ func (s *Serve) stop(ctx context.Context, why string, err error, stopGen, stopEv
 	if e := s.send.err(); err == nil && e != nil {
 		err = e
 	}
-	if env, ok := s.sess.current(); ok {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if derr := s.api.Disconnect(dctx, env.ID); derr != nil {
-			s.opts.Log.Debug("disconnect-env", "err", derr)
-		}
-		cancel()
-	}
+	s.leave(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Only a trainer that has its steps, or every epoch sent, finishes
@@ -456,6 +460,9 @@ func (s *Serve) stop(ctx context.Context, why string, err error, stopGen, stopEv
 	}
 	return s.stats, err
 }
+
+// Command names the command a serve run is, for the run directory's lock.
+func (s *Serve) Command() string { return "serve" }
 
 // Account writes the serve run's account into the manifest: every
 // invocation's groups, from serve.jsonl.

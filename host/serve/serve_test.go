@@ -55,6 +55,7 @@ type tokenAgent struct {
 	gate    func(scheduler.AgentInput) chan struct{} // when set, what each rollout waits for instead of hold (nil: nothing)
 	started atomic.Int32
 	noIDs   bool
+	noModel bool // no assistant message: what the oracle and nop agents record
 }
 
 func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
@@ -88,6 +89,9 @@ func (a *tokenAgent) Run(ctx context.Context, in scheduler.AgentInput) (schedule
 	}
 	tr := agent.Trajectory{Agent: "llm", Messages: []agent.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: in.Prompt},
 		{Role: "assistant", Content: "done"}}, Turns: []agent.Turn{turn}, StopReason: agent.StopDone}
+	if a.noModel {
+		tr.Messages, tr.Turns = tr.Messages[:2], nil
+	}
 	return scheduler.AgentOutput{Turns: 1, Transcript: agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Prompt: in.Prompt, Trajectory: &tr}}, nil
 }
 
@@ -113,6 +117,14 @@ type harness struct {
 	mu    sync.Mutex
 	notes []string
 	opts  Options
+	s     *Serve // the last serve started
+}
+
+// running is the last serve started, if any.
+func (h *harness) running() *Serve {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.s
 }
 
 func newHarness(t testing.TB, ntasks int, extra string) *harness {
@@ -148,12 +160,23 @@ func (h *harness) serve(ctx context.Context) (*run.Result, error) {
 		h.mu.Unlock()
 	}
 	s := New(c, opts)
+	h.mu.Lock()
+	h.s = s
+	h.mu.Unlock()
 	r, err := run.Open(c, run.WithDir(h.dir), run.WithDriver(s))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	return r.Execute(ctx, h.parts())
+}
+
+// background serves until ctx ends or serving stops; the channel gets
+// its error.
+func (h *harness) background(ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	go func() { _, err := h.serve(ctx); done <- err }()
+	return done
 }
 
 func (h *harness) said(sub string) bool {
@@ -378,7 +401,7 @@ func TestAPIRestart(t *testing.T) {
 	t.Logf("notes: %v", h.notes)
 	cancel()
 	tw.Wait()
-	if !h.said("no longer knows this environment") {
+	if !h.said("no longer knows env 0") {
 		t.Errorf("no re-registration noted: %v", h.notes)
 	}
 	got := h.noDuplicates()

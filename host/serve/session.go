@@ -98,54 +98,96 @@ func (s *Serve) registration() atropos.Registration {
 }
 
 // register registers the environment as base.py register_env does,
-// waiting (every second) while the API says the trainer has not started
-// and, beyond it, while the API is unreachable or failing; then reads
-// /info. A refusal or a malformed answer ends serving: waiting cannot mend
-// it.
+// records the env_id the API gave in serve-envs.jsonl before anything
+// uses it, lets go of the run's earlier ones the API still holds, and
+// reads /info. It waits (every second) while the API says the trainer has
+// not started and, with backoff, while the API is unreachable or failing:
+// a failed /info is asked again without registering again, which would
+// leave an environment behind. A refusal or a malformed answer ends
+// serving: waiting cannot mend it.
 func (s *Serve) register(ctx context.Context) error {
-	said := ""
-	say := func(level, msg string) {
-		if msg != said {
-			s.notify(level, "%s", msg)
-			said = msg
-		}
+	env, err := s.registerEnv(ctx)
+	if err != nil {
+		return err
 	}
-	wait := s.opts.Backoff
+	s.registeredAs(ctx, env)
+	r := s.retrier()
+	for {
+		err := s.readInfo(ctx, env)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil || refusal(err) || groupTooLarge(err):
+			return err
+		default:
+			if !r.again(ctx, fmt.Sprintf("the rollout API at %s fails (%v): asking again", s.api.URL(), err)) {
+				return ctx.Err()
+			}
+			continue
+		}
+		break
+	}
+	s.curStep = env.StartingStep
+	s.sess.up(env, true)
+	s.setAPI("")
+	s.notify("", "registered with the rollout API at %s as %s (env %d): batch_size %d, max_token_len %d, trainer at step %d%s",
+		s.api.URL(), env.Name, env.ID, s.info.BatchSize, s.info.MaxTokenLen, env.StartingStep, s.stepsLeft())
+	return nil
+}
+
+// registerEnv posts /register-env until the API gives an env_id.
+func (s *Serve) registerEnv(ctx context.Context) (atropos.Env, error) {
+	r := s.retrier()
 	for {
 		env, waiting, ok, err := s.api.RegisterEnv(ctx, s.registration())
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return env, ctx.Err()
 		case refusal(err):
-			return &fault.Usage{Err: err, Hint: "check [serve] (name, weight, group size, max_token_length) against the rollout API at " + s.api.URL()}
+			return env, &fault.Usage{Err: err, Hint: "check [serve] (name, weight, group size, max_token_length) against the rollout API at " + s.api.URL()}
 		case err != nil:
-			say("warning", fmt.Sprintf("waiting for the rollout API at %s: %v", s.api.URL(), err))
-			if !sleep(ctx, wait) {
-				return ctx.Err()
+			if !r.again(ctx, fmt.Sprintf("waiting for the rollout API at %s: %v", s.api.URL(), err)) {
+				return env, ctx.Err()
 			}
-			wait = min(2*wait, 30*time.Second)
-			continue
 		case !ok:
-			say("", fmt.Sprintf("waiting for the trainer to start (the rollout API at %s says %q)", s.api.URL(), waiting))
+			r.say("", fmt.Sprintf("waiting for the trainer to start (the rollout API at %s says %q)", s.api.URL(), waiting))
 			if !sleep(ctx, time.Second) {
-				return ctx.Err()
+				return env, ctx.Err()
 			}
-			continue
+		default:
+			return env, nil
 		}
-		if err := s.readInfo(ctx, env); err != nil {
-			if ctx.Err() != nil || refusal(err) || groupTooLarge(err) {
-				return err
-			}
-			say("warning", fmt.Sprintf("waiting for the rollout API at %s: %v", s.api.URL(), err))
-			sleep(ctx, wait)
-			continue
-		}
-		s.curStep = env.StartingStep
-		s.sess.up(env, true)
-		s.notify("", "registered with the rollout API at %s as %s (env %d): batch_size %d, max_token_len %d, trainer at step %d%s",
-			s.api.URL(), env.Name, env.ID, s.info.BatchSize, s.info.MaxTokenLen, env.StartingStep, s.stepsLeft())
-		return nil
 	}
+}
+
+// retrier paces the tries of a call the API failed: backoff from
+// Options.Backoff, doubled up to 30s. Each new reason is said once, and
+// the progress line says it while it holds.
+type retrier struct {
+	s    *Serve
+	wait time.Duration
+	said string
+}
+
+func (s *Serve) retrier() *retrier { return &retrier{s: s, wait: s.opts.Backoff} }
+
+// say tells the user why serving waits, once per reason.
+func (r *retrier) say(level, why string) {
+	r.s.setAPI(why)
+	if why != r.said {
+		r.s.notify(level, "%s", why)
+		r.said = why
+	}
+}
+
+// again says why (a warning) and waits before the next try; false when
+// ctx ended first.
+func (r *retrier) again(ctx context.Context, why string) bool {
+	r.say("warning", why)
+	if !sleep(ctx, r.wait) {
+		return false
+	}
+	r.wait = min(2*r.wait, 30*time.Second)
+	return true
 }
 
 // readInfo reads /info and settles total_steps, as base.py
@@ -162,8 +204,8 @@ func (s *Serve) readInfo(ctx context.Context, env atropos.Env) error {
 		}
 	}
 	s.mu.Lock()
-	s.info = in // the loop's goroutine writes it; builds read it under s.mu
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.info = in // the loop's goroutine writes it; builds and the progress line read it under s.mu
 	s.total = s.cfg.Serve.TotalSteps
 	if s.total == 0 {
 		s.total = env.NumSteps
@@ -187,13 +229,23 @@ func (s *Serve) stepsLeft() string {
 	return " (no step limit: the trainer gave num_steps -1)"
 }
 
+// maxServerErrors is how many 5xx answers in a row to /status-env mean
+// that the API no longer holds the environment: server.py answers an
+// env_id it does not hold with a bare HTTP 500 (get_status_env indexes
+// app.state.envs, line 480 at 296a0bc5: an IndexError, or an
+// AttributeError at line 476 before any trainer registered), the same
+// answer as any failure, but every time.
+const maxServerErrors = 3
+
 // check reads the environment's status. While the API is unreachable it
-// waits (the groups running go on; the sender holds); when the API no
-// longer knows the environment (a 5xx: server.py fails on an unknown
-// env_id) or its step went back (a new run-api process), it registers
-// again. A refusal or a malformed answer is returned.
+// waits (the groups running go on; the sender holds); a 5xx is asked
+// again with backoff. When the API no longer holds the environment (the
+// trainer's step went back: a new run-api process; or maxServerErrors
+// 5xx in a row) it registers again, letting go of the old env_id if the
+// API still holds it. A refusal or a malformed answer is returned.
 func (s *Serve) check(ctx context.Context) (atropos.Status, error) {
-	wait := s.opts.Backoff
+	r := s.retrier()
+	fails := 0
 	for {
 		st, err := s.api.Status(ctx, s.sess.envID())
 		switch {
@@ -201,33 +253,48 @@ func (s *Serve) check(ctx context.Context) (atropos.Status, error) {
 			if env, ok := s.sess.last(); ok {
 				s.sess.up(env, false)
 			}
+			s.setAPI("")
 			s.step.Store(int64(st.CurrentStep))
 			return st, nil
 		case ctx.Err() != nil:
 			return st, ctx.Err()
-		case err == nil, serverError(err):
-			why := fmt.Sprintf("its step went from %d to %d", s.curStep, st.CurrentStep)
-			if err != nil {
-				why = err.Error()
-			}
-			s.sess.down()
-			s.notify("warning", "the rollout API no longer knows this environment (%s): registering again", why)
-			if err := s.register(ctx); err != nil {
+		case err == nil:
+			why := fmt.Sprintf("the trainer's step went from %d to %d: a new rollout API process", s.curStep, st.CurrentStep)
+			s.forgetAll(why)
+			if err := s.registerAgain(ctx, why); err != nil {
 				return st, err
 			}
-		case atropos.Unreachable(err):
-			if _, ok := s.sess.current(); ok {
-				s.notify("warning", "%v: waiting for it; the groups running go on", err)
+			r, fails = s.retrier(), 0
+		case serverError(err):
+			if fails++; fails < maxServerErrors {
+				if !r.again(ctx, fmt.Sprintf("the rollout API fails (%v): asking again; the groups running go on", err)) {
+					return st, ctx.Err()
+				}
+				continue
 			}
+			why := fmt.Sprintf("%v, %d times in a row: what server.py answers for an env_id it does not hold", err, fails)
+			if err := s.registerAgain(ctx, why); err != nil {
+				return st, err
+			}
+			r, fails = s.retrier(), 0
+		case atropos.Unreachable(err):
 			s.sess.down()
-			if !sleep(ctx, wait) {
+			fails = 0
+			if !r.again(ctx, fmt.Sprintf("the rollout API at %s is unreachable (%v): waiting for it; the groups running go on", s.api.URL(), err)) {
 				return st, ctx.Err()
 			}
-			wait = min(2*wait, 30*time.Second)
 		default:
 			return st, &fault.Infra{Err: err, Hint: "is " + s.api.URL() + " Atropos' rollout API (run-api)?"}
 		}
 	}
+}
+
+// registerAgain registers anew: the API no longer holds the environment.
+func (s *Serve) registerAgain(ctx context.Context, why string) error {
+	s.sess.down()
+	s.setAPI("registering again: the rollout API no longer knows this environment")
+	s.notify("warning", "the rollout API no longer knows env %d (%s): registering again", s.sess.envID(), why)
+	return s.register(ctx)
 }
 
 // refusal reports whether the API refused the request or answered

@@ -316,6 +316,8 @@ func (*env) Manifest() abi.Manifest {
 			`"test_setup":{"type":"string"},"go_test_flags":{"type":"string"},"grading":{"enum":["strict","swesmith"]},` +
 			`"profiles":{"type":"object","additionalProperties":{"type":"object","required":["test_cmd"],"additionalProperties":false,` +
 			`"properties":{"test_cmd":{"type":"string"},"log_parser":{"type":"string"}}}}}}`),
+		// What decides a verdict: a resume that changes one is refused.
+		ScoringKeys: []string{"grading", "profiles", "test_timeout", "test_setup", "go_test_flags"},
 	}
 }
 
@@ -367,6 +369,7 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 			continue
 		}
 		in.Mode = m
+		warnUnparsable(c, in)
 		if c.Image != "" && m == modeImage {
 			in.Image = c.Image
 		}
@@ -374,7 +377,10 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 		// Verification starts a second sandbox and prepares it, then
 		// runs the tests, and on a broken run collects them once more.
 		resp.Tasks = append(resp.Tasks, abi.Task{ID: in.ID, Category: in.Repo, AgentTimeoutSec: c.AgentTimeout.seconds(),
-			VerifyTimeoutSec: 2*c.TestTimeout.seconds() + 300, Data: data})
+			AgentTimeoutFrom:  "env.config.agent_timeout = " + c.AgentTimeout.String(),
+			VerifyTimeoutSec:  2*c.TestTimeout.seconds() + 300,
+			VerifyTimeoutFrom: "2 × env.config.test_timeout = " + c.TestTimeout.String() + ", + 300 s to prepare a fresh sandbox",
+			Data:              data})
 	}
 	if c.ShuffleSeed != 0 {
 		r := rand.New(rand.NewPCG(c.ShuffleSeed, c.ShuffleSeed^0x5eed))

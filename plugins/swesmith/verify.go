@@ -77,7 +77,7 @@ func (e *env) verify(c Config, in Instance) (abi.VerifyResponse, error) {
 	}
 	switch {
 	case t.timedOut:
-		return notGraded(in, fmt.Sprintf("%sthe tests ran past %s:\n%s", note, c.TestTimeout.String(), t.output)), nil
+		return notGraded(in, fmt.Sprintf("%sthe tests ran past %s (env.config.test_timeout):\n%s", note, c.TestTimeout.String(), t.output)), nil
 	case t.broken != "":
 		// The tests did not run. The agent's doing only if they run
 		// without its changes.
@@ -94,6 +94,17 @@ func (e *env) verify(c Config, in Instance) (abi.VerifyResponse, error) {
 		return abi.VerifyResponse{}, sdk.Errorf("verifier", "instance %s: the tests do not run even without the agent's changes (%s): install or collection failed:\n%s", in.ID, t.broken, t.output)
 	case t.mismatch != "":
 		return notGraded(in, note+t.mismatch+":\n"+t.output), nil
+	}
+	if missing := unreported(in, t.status); len(missing) > 0 {
+		// A listed test the run did not report: the agent's doing, unless
+		// the repository never had it.
+		absent, err := absentTests(c, in, missing, len(ac.Patch) > 0)
+		if err != nil {
+			return abi.VerifyResponse{}, err
+		}
+		if len(absent) > 0 {
+			return abi.VerifyResponse{}, absentError(in, absent)
+		}
 	}
 	v := Grade(in, t.status)
 	v.Output = note + t.output

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"reflect"
@@ -257,6 +258,7 @@ func TestSandboxSpecFromTaskToml(t *testing.T) {
 		}
 		want := tc.want
 		want.Private = []string{testsDir, verifierDir}
+		want.BuildTimeoutFrom = fmt.Sprintf("task.toml [environment] build_timeout_sec = %g", want.BuildTimeoutSec)
 		spec.BuildContext = nil
 		if !reflect.DeepEqual(spec, want) {
 			t.Errorf("%q:\ngot  %+v\nwant %+v", tc.toml, spec, want)
@@ -307,7 +309,8 @@ echo '{"reward": 0.5, "partial": 1}' > "$ROOT/logs/verifier/reward.json"
 
 // TestVerifyLongLogIsKept: a 3 MiB log comes back as its head and tail
 // around a line that says how much was cut; results.jsonl's Output is
-// still a short tail.
+// short too, and keeps the log's start (where a failing test's setup
+// shows) as well as its end, the elision marked (issue 32).
 func TestVerifyLongLogIsKept(t *testing.T) {
 	h := sdktest.New(t)
 	test := `#!/bin/bash
@@ -319,7 +322,9 @@ echo 1 > "$ROOT/logs/verifier/reward.txt"
 `
 	v := verify(t, h, "", test, 0)
 	if len(v.Log) > abi.MaxVerifyLog+200 || !strings.HasPrefix(v.Log, "FIRST-LINE\n") || !strings.HasSuffix(v.Log, "LAST-LINE\n") ||
-		!strings.Contains(v.Log, "bytes of 3145750 cut here") || len(v.Output) > 4010 || v.RewardSource != rewardTextPath {
+		!strings.Contains(v.Log, "bytes of 3145750 cut here") || v.RewardSource != rewardTextPath ||
+		len(v.Output) > outputHead+outputTail+200 || !strings.HasPrefix(v.Output, "FIRST-LINE\n") || !strings.HasSuffix(v.Output, "LAST-LINE\n") ||
+		!strings.Contains(v.Output, "bytes cut here: the whole output is the rollout's verifier log") {
 		t.Errorf("log %d bytes, head %q, tail %q, output %d bytes", len(v.Log), v.Log[:20], v.Log[len(v.Log)-20:], len(v.Output))
 	}
 }
@@ -422,8 +427,9 @@ func TestPrebuiltImageGetsEnvironmentFiles(t *testing.T) {
 }
 
 // TestOracleTimeoutIsTheRunsAgentTimeout: solve.sh runs under the agent's
-// timeout as the run scales it (agent_timeout_multiplier), and what it
-// printed before is in the error.
+// timeout as the run scales it (agent_timeout_multiplier); running past it
+// is the agent's outcome, and what it printed until then is kept (issue
+// 32: it was lost).
 func TestOracleTimeoutIsTheRunsAgentTimeout(t *testing.T) {
 	h := sdktest.New(t)
 	h.Datasets["d"] = []json.RawMessage{folderRowOf("t", map[string]file{
@@ -441,8 +447,31 @@ func TestOracleTimeoutIsTheRunsAgentTimeout(t *testing.T) {
 	if err := sdktest.Call(abi.HookSetup, rr, nil); err != nil {
 		t.Fatal(err)
 	}
-	err := sdktest.Call(abi.HookOracle, rr, &abi.OracleResponse{})
-	if err == nil || !strings.Contains(err.Error(), "ran past the agent timeout of 1s") || !strings.Contains(err.Error(), "started") {
-		t.Fatalf("%v", err)
+	var o abi.OracleResponse
+	err := sdktest.Call(abi.HookOracle, rr, &o)
+	if err != nil || !o.TimedOut || o.ExitCode != nil || o.Output != "started\n" {
+		t.Fatalf("%v %+v", err, o)
+	}
+}
+
+// TestVerifierFailuresAreHarbors: test.sh past its timeout, and a reward
+// file that is empty or does not parse, are the verifier's failure, as
+// Harbor's VerifierTimeoutError, RewardFileEmptyError and
+// VerifierOutputParseError (src/harbor/verifier/verifier.py at 738fdfba):
+// no reward, the output kept, the limit named; not a hook error, which
+// would be an infra_error retried.
+func TestVerifierFailuresAreHarbors(t *testing.T) {
+	h := sdktest.New(t)
+	v := verify(t, h, "[verifier]\ntimeout_sec = 1\n", "#!/bin/bash\necho begun\nsleep 20\n", 0o755)
+	if !strings.Contains(v.Failure, "test.sh ran past the verifier timeout of 1s (task.toml [verifier] timeout_sec = 1)") || v.Output != "begun\n" || v.Reward != 0 {
+		t.Errorf("timeout: %+v", v)
+	}
+	v = verify(t, h, "", "#!/bin/bash\necho begun\n: > \"$ROOT/logs/verifier/reward.txt\"\n", 0o755)
+	if !strings.Contains(v.Failure, "reward.txt is empty") || v.Output != "begun\n" {
+		t.Errorf("empty reward: %+v", v)
+	}
+	v = verify(t, h, "", "#!/bin/bash\necho '{\"reward\": \"high\"}' > \"$ROOT/logs/verifier/reward.json\"\n", 0o755)
+	if !strings.Contains(v.Failure, "not a number") {
+		t.Errorf("unreadable reward: %+v", v)
 	}
 }

@@ -4,9 +4,11 @@
 // task's own image, and verifies the way Harbor does, with its holes
 // closed: the verifier's folder is emptied and the tests uploaded only when
 // verification starts, so an agent can neither pre-write a reward nor read
-// the tests; a missing reward is an infrastructure error carrying the test
-// output, not a silent zero. docs/config.md lists what it reads of
-// task.toml and where it differs from Harbor on purpose.
+// the tests. A verifier that reaches no reward (its tests run past their
+// timeout, or write no, an empty or an unreadable reward) is Harbor's
+// outcome: reward 0, with the tests' output kept, not retried.
+// docs/config.md lists what it reads of task.toml and where it differs
+// from Harbor on purpose.
 //
 // It is built only against the public SDK and doubles as the reference
 // plugin for authors.
@@ -75,6 +77,8 @@ func (*env) Manifest() abi.Manifest {
 			`"exclude":{"type":"array"},"categories":{"type":"array"},"skip":{"type":"array"},"force_build":{"type":"boolean"},` +
 			`"agent_timeout_multiplier":{"type":"number"},"verifier_timeout_multiplier":{"type":"number"},` +
 			`"test_timeout":{"type":"string"},"cpus":{"type":"number"},"memory_mb":{"type":"integer"}}}`),
+		// What decides a verdict: a resume that changes one is refused.
+		ScoringKeys: []string{"test_timeout", "verifier_timeout_multiplier"},
 	}
 }
 
@@ -118,22 +122,62 @@ func (*env) LoadTasks(raw json.RawMessage) (abi.TasksResponse, error) {
 		if len(t.Ignored) > 0 {
 			sdk.Log(sdk.LevelWarn, fmt.Sprintf("task %s: task.toml keys without effect in proctor: %s", t.Name, strings.Join(t.Ignored, ", ")))
 		}
-		agentTO := t.AgentTimeoutSec * c.AgentTimeoutMult
-		verifyTO := t.VerifierTimeoutSec * c.VerifierTimeoutMult
-		if c.TestTimeout != "" {
-			if d, err := parseSeconds(c.TestTimeout); err == nil {
-				verifyTO = d
-			}
-		}
-		t.VerifierTimeoutSec = verifyTO
+		agentTO, agentFrom := t.agentTimeout(c)
+		t.VerifierTimeoutSec, t.VerifierTimeoutFrom = t.verifierTimeout(c)
 		data, _ := json.Marshal(t)
 		resp.Tasks = append(resp.Tasks, abi.Task{
 			ID: t.Name, Category: t.Category, Difficulty: t.Difficulty, Tags: t.Tags,
-			AgentTimeoutSec: agentTO, VerifyTimeoutSec: verifyTO + 60, Broken: t.Broken, Data: data,
+			AgentTimeoutSec: agentTO, AgentTimeoutFrom: agentFrom,
+			// The verifier's own work (uploading the tests, reading the
+			// reward) gets a minute past test.sh's timeout.
+			VerifyTimeoutSec: t.VerifierTimeoutSec + verifyMargin, VerifyTimeoutFrom: t.VerifierTimeoutFrom + fmt.Sprintf(", + %d s for the verifier's own work", verifyMargin),
+			Broken: t.Broken, Data: data,
 		})
 	}
 	return resp, nil
 }
+
+// verifyMargin is what verification may take past test.sh's timeout.
+const verifyMargin = 60
+
+// agentTimeout is the task's agent timeout times agent_timeout_multiplier
+// (0: the run's), and where it comes from.
+func (t *Task) agentTimeout(c Config) (float64, string) {
+	if t.AgentTimeoutSec <= 0 {
+		return 0, ""
+	}
+	return t.AgentTimeoutSec * c.AgentTimeoutMult,
+		t.timeoutFrom("[agent] timeout_sec", "agent_timeout_sec", t.AgentTimeoutSec, "agent_timeout_multiplier", c.AgentTimeoutMult)
+}
+
+// verifierTimeout is test.sh's timeout: env.config.test_timeout, else the
+// task's times verifier_timeout_multiplier; and where it comes from.
+func (t *Task) verifierTimeout(c Config) (float64, string) {
+	if c.TestTimeout != "" {
+		if d, err := parseSeconds(c.TestTimeout); err == nil {
+			return d, fmt.Sprintf("env.config.test_timeout = %q", c.TestTimeout)
+		}
+	}
+	return t.VerifierTimeoutSec * c.VerifierTimeoutMult,
+		t.timeoutFrom("[verifier] timeout_sec", "test_timeout_sec", t.VerifierTimeoutSec, "verifier_timeout_multiplier", c.VerifierTimeoutMult)
+}
+
+// timeoutFrom names where a task's timeout of sec seconds comes from: its
+// task.toml field, or its dataset row's column, times the env.config
+// multiplier mult when that is not 1.
+func (t *Task) timeoutFrom(field, column string, sec float64, multKey string, mult float64) string {
+	from := fmt.Sprintf("%s %s = %g", t.origin(), field, sec)
+	if t.FromRow {
+		from = fmt.Sprintf("the row's %s = %g", column, sec)
+	}
+	if mult != 1 {
+		from += fmt.Sprintf(" × env.config.%s %g", multKey, mult)
+	}
+	return from
+}
+
+// origin names where a task folder's timeouts come from.
+func (t *Task) origin() string { return "task.toml" }
 
 // parseSeconds reads "180s", "3m", "1h" or a plain number of seconds.
 func parseSeconds(s string) (float64, error) {
@@ -176,7 +220,7 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 	spec := abi.SandboxSpec{Image: t.DockerImage, CPUs: t.CPUs, MemoryMB: t.MemoryMB, DiskMB: t.StorageMB,
 		// Harbor builds when there is no image, or when asked to and
 		// there is a Dockerfile to build.
-		ForceBuild: c.ForceBuild && t.HasDockerfile, BuildTimeoutSec: t.BuildTimeoutSec,
+		ForceBuild: c.ForceBuild && t.HasDockerfile, BuildTimeoutSec: t.BuildTimeoutSec, BuildTimeoutFrom: t.buildTimeoutFrom(),
 		Workdir: t.Workdir, Env: t.Env, User: t.VerifierUser,
 		// What the verifier runs and writes is out of the agent's reach.
 		Private: []string{testsDir, verifierDir}}
@@ -185,6 +229,10 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 			return spec, sdk.Errorf("setup", "task %s has no environment/Dockerfile to build", t.Name)
 		}
 		spec.BuildContext = t.EnvironmentTar
+	} else if t.HasDockerfile {
+		// As Harbor, the image is used as it is; the Dockerfile beside it
+		// builds only when asked.
+		spec.BuildHint = fmt.Sprintf("task %s has environment/Dockerfile: set [env.config] force_build = true to build the image from it", t.Name)
 	}
 	if c.CPUs > 0 {
 		spec.CPUs = c.CPUs
@@ -199,6 +247,14 @@ func (*env) Sandbox(r abi.RolloutRequest) (abi.SandboxSpec, error) {
 		spec.Network = abi.NetworkInternet
 	}
 	return spec, nil
+}
+
+// buildTimeoutFrom names where the task's build timeout comes from.
+func (t *Task) buildTimeoutFrom() string {
+	if t.FromRow {
+		return fmt.Sprintf("the tb2 plugin's build_timeout_sec = %g for dataset rows", t.BuildTimeoutSec)
+	}
+	return fmt.Sprintf("%s [environment] build_timeout_sec = %g", t.origin(), t.BuildTimeoutSec)
 }
 
 // The folders Harbor's trial uses: the tests it uploads and runs, where
@@ -270,7 +326,7 @@ func healthcheck(h *Healthcheck) error {
 		elapsed += float64(res.DurationMs) / 1000
 		switch {
 		case res.TimedOut:
-			return sdk.Errorf("setup", "healthcheck %q ran past its %ds timeout", h.Command, int64(h.TimeoutSec))
+			return sdk.Errorf("setup", "healthcheck %q ran past its timeout of %ds (task.toml [environment.healthcheck] timeout_sec)", h.Command, int64(h.TimeoutSec))
 		case res.ExitCode == 0:
 			return nil
 		case inStart:
@@ -310,8 +366,8 @@ func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 	}
 	env := map[string]string{"DEBIAN_FRONTEND": "noninteractive"}
 	maps.Copy(env, t.SolutionEnv)
-	// The agent's timeout as the run has it (the task's, times
-	// agent_timeout_multiplier); Harbor passes it as int(seconds).
+	// The agent's timeout (what is left of it: the host says so in the
+	// request); Harbor passes it as int(seconds).
 	timeout := int64(r.Task.AgentTimeoutSec)
 	const out = agentLogDir + "/oracle.txt"
 	res, err := sdk.Exec(abi.ExecRequest{Cmd: "chmod +x " + solutionDir + "/solve.sh; (" + solutionDir + "/solve.sh) > " + out + " 2>&1",
@@ -324,7 +380,8 @@ func (*env) Oracle(r abi.RolloutRequest) (abi.OracleResponse, error) {
 		return abi.OracleResponse{}, err
 	}
 	if res.TimedOut {
-		return abi.OracleResponse{}, fmt.Errorf("solve.sh ran past the agent timeout of %ds; output tail:\n%s", timeout, tailString(log, 2000))
+		// The agent's outcome, with what the solution printed until then.
+		return abi.OracleResponse{Output: log, TimedOut: true}, nil
 	}
 	code := res.ExitCode
 	return abi.OracleResponse{Output: log, ExitCode: &code}, nil
@@ -394,16 +451,42 @@ func (*env) Verify(r abi.VerifyRequest) (abi.VerifyResponse, error) {
 	if err != nil {
 		return abi.VerifyResponse{}, err
 	}
-	outTail := tailString(log, 4000)
+	v := abi.VerifyResponse{Output: headTail(log, outputHead, outputTail), Log: log}
 	if res.TimedOut {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "test.sh ran past the verifier timeout of %.0fs; output tail:\n%s", t.VerifierTimeoutSec, outTail)
+		// Harbor's VerifierTimeoutError: no reward, the trial's reward 0.
+		v.Failure = fmt.Sprintf("test.sh ran past the verifier timeout of %gs (%s)", t.VerifierTimeoutSec, t.VerifierTimeoutFrom)
+		return v, nil
 	}
 	rw, err := readReward()
-	if err != nil {
-		return abi.VerifyResponse{}, sdk.Errorf("verifier", "%v (test.sh exit %d); output tail:\n%s", err, res.ExitCode, outTail)
+	switch {
+	case errors.Is(err, errNoReward):
+		v.Failure = fmt.Sprintf("%v (test.sh exit %d)", err, res.ExitCode)
+		return v, nil
+	case err != nil:
+		return abi.VerifyResponse{}, sdk.Errorf("verifier", "%v (test.sh exit %d); output:\n%s", err, res.ExitCode, v.Output)
 	}
-	return abi.VerifyResponse{Reward: rw.Value, Scores: rw.Scores, Passed: rw.Value >= 1, RewardSource: rw.Source,
-		Output: outTail, Log: log, Tests: testResults(log)}, nil
+	v.Reward, v.Scores, v.Passed, v.RewardSource, v.Tests = rw.Value, rw.Scores, rw.Value >= 1, rw.Source, testResults(log)
+	return v, nil
+}
+
+// The verifier's output a record keeps (the whole output is the
+// rollout's verifier log): its start, where a failing test's setup shows,
+// and its end, where the summary is.
+const (
+	outputHead = 2000
+	outputTail = 6000
+)
+
+// headTail is s, or its first head and last tail bytes around a line that
+// says how much was cut and where the whole is; cuts fall on UTF-8
+// boundaries.
+func headTail(s string, head, tail int) string {
+	if len(s) <= head+tail {
+		return s
+	}
+	h := strings.ToValidUTF8(s[:head], "")
+	t := strings.ToValidUTF8(s[len(s)-tail:], "")
+	return fmt.Sprintf("%s\n[... %d bytes cut here: the whole output is the rollout's verifier log ...]\n%s", h, len(s)-len(h)-len(t), t)
 }
 
 // testResults reads the per-test results the tests left: ctrf.json, else

@@ -32,18 +32,36 @@ type Reward struct {
 	Source string             // the file that gave it
 }
 
+// errNoReward marks what test.sh left as no reward Harbor can read: no
+// file, an empty one, one that does not parse. Harbor raises
+// RewardFileNotFoundError, RewardFileEmptyError or VerifierOutputParseError
+// (src/harbor/verifier/verifier.py at 738fdfba) and records the trial
+// without a reward; an error without it is the host's failing to read.
+var errNoReward = errors.New("no reward")
+
 // readReward reads the reward as Harbor's verifier does: reward.json when
 // it exists (an object of numbers), else reward.txt (one number, as
 // Python's float() reads it). An empty file, a file that does not parse
-// and no file at all are errors, as in Harbor.
+// and no file at all are errors that match errNoReward, as in Harbor.
 func readReward() (Reward, error) {
+	r, err := findReward()
+	if err != nil && !errors.Is(err, errSandbox) {
+		err = fmt.Errorf("%w: %w", errNoReward, err)
+	}
+	return r, err
+}
+
+// errSandbox marks a reward file the sandbox could not read.
+var errSandbox = errors.New("read the reward")
+
+func findReward() (Reward, error) {
 	for _, p := range []string{rewardJSONPath, rewardTextPath} {
 		b, size, err := sdk.ReadFileHead(p, maxRewardFile)
 		if errors.Is(err, sdk.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return Reward{}, err
+			return Reward{}, fmt.Errorf("%w %s: %w", errSandbox, p, err)
 		}
 		if size > maxRewardFile {
 			return Reward{}, fmt.Errorf("%s is %d bytes, over the %d read", p, size, maxRewardFile)
@@ -53,7 +71,7 @@ func readReward() (Reward, error) {
 		}
 		return parseRewardText(b)
 	}
-	return Reward{}, errors.New("no reward: test.sh wrote neither " + rewardTextPath + " nor " + rewardJSONPath)
+	return Reward{}, errors.New("test.sh wrote neither " + rewardTextPath + " nor " + rewardJSONPath)
 }
 
 // parseRewardText is Verifier._parse_reward_text: {"reward": float(text)}.

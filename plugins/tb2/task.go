@@ -51,6 +51,12 @@ type Task struct {
 	MissingSolve bool              `json:"missing_solve,omitempty"` // no solution/solve.sh
 	// Broken says why the task cannot be read; its rollouts fail with it.
 	Broken string `json:"broken,omitempty"`
+	// VerifierTimeoutFrom says where VerifierTimeoutSec comes from, for
+	// the message when test.sh runs past it.
+	VerifierTimeoutFrom string `json:"verifier_timeout_from,omitempty"`
+	// FromRow: the task is a terminal-bench-2 dataset row, without a
+	// task.toml.
+	FromRow bool `json:"from_row,omitempty"`
 	// Refused says which Harbor feature the task needs that proctor does
 	// not have; the task is listed as skipped with it.
 	Refused string `json:"-"`
@@ -494,7 +500,7 @@ func FromRow(raw json.RawMessage) (Task, error) {
 	// The hermes-agent TB2 environment gives the row's instruction to the
 	// model as it is, and its sandboxes have the network.
 	t := Task{Name: r.TaskName, Category: r.Category, Difficulty: r.Difficulty, Instruction: r.Instruction,
-		DockerImage: r.DockerImage, VerifierTimeoutSec: defaultVerifierTimeout, BuildTimeoutSec: defaultBuildTimeout, Internet: true}
+		DockerImage: r.DockerImage, VerifierTimeoutSec: defaultVerifierTimeout, BuildTimeoutSec: defaultBuildTimeout, Internet: true, FromRow: true}
 	if r.AgentTimeout != nil {
 		t.AgentTimeoutSec = *r.AgentTimeout
 	}

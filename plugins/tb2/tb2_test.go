@@ -123,8 +123,9 @@ func TestRowWithEscapingTarIsBroken(t *testing.T) {
 }
 
 // TestVerifyIgnoresPrewrittenReward runs the hooks natively: a reward the
-// agent wrote before verification is wiped, and a missing reward is a
-// verifier error carrying the test output.
+// agent wrote before verification is wiped, and a missing reward is the
+// verifier's failure (Harbor's RewardFileNotFoundError: reward 0), with the
+// test output kept.
 func TestVerifyIgnoresPrewrittenReward(t *testing.T) {
 	h := sdktest.New(t)
 	dir := t.TempDir()
@@ -145,9 +146,10 @@ func TestVerifyIgnoresPrewrittenReward(t *testing.T) {
 	}
 	// The agent cheats: it writes a reward during its turn.
 	os.WriteFile(h.Path("/logs/verifier/reward.txt"), []byte("1"), 0o644)
-	err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &abi.VerifyResponse{})
-	if err == nil || !strings.Contains(err.Error(), "no reward") || !strings.Contains(err.Error(), "checking") {
-		t.Fatalf("want a verifier error with the test output, got %v", err)
+	var failed abi.VerifyResponse
+	err := sdktest.Call(abi.HookVerify, abi.VerifyRequest{RolloutRequest: rr}, &failed)
+	if err != nil || !strings.Contains(failed.Failure, "no reward") || failed.Reward != 0 || failed.Passed || !strings.Contains(failed.Output, "checking") {
+		t.Fatalf("want the verifier's failure with the test output, got %v %+v", err, failed)
 	}
 	// Solved for real: reward 1.
 	os.MkdirAll(h.Path("/app"), 0o755)

@@ -210,6 +210,7 @@ type Sandbox struct {
 	workdir string
 	user    string       // the user commands run as (the spec's, or the image's)
 	image   string       // the image's id (sha256:...), what actually ran
+	ref     string       // the image reference it was started from (a local build's tag)
 	owner   string       // "uid:gid" owning files copied in, when the engine cannot tell
 	sh      *shell.Shell // the plugin's shell
 	conn    io.Closer    // the stream attached to the container's first process
@@ -243,6 +244,11 @@ var (
 // ImageDigest is the id (sha256:...) of the image the container runs, so a
 // run records exactly what it ran on.
 func (s *Sandbox) ImageDigest() string { return s.image }
+
+// ImageRef is the reference of the image the container runs: the spec's
+// image, or the tag of the local build when the image was built from the
+// spec's context.
+func (s *Sandbox) ImageRef() string { return s.ref }
 
 // ID is the container's id.
 func (s *Sandbox) ID() string { return s.id }
@@ -413,7 +419,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, private: private, tmpfsMiB: mem, bound: bound}
+	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, ref: image, private: private, tmpfsMiB: mem, bound: bound}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if err := s.boot(ctx, send, env); err != nil {
 		s.remove(ctx)

@@ -142,6 +142,24 @@ func TestImageMissingAndUnbuildable(t *testing.T) {
 	}
 }
 
+// TestImageMissingWithDockerfile: an image the engine lacks, for a task
+// that has a Dockerfile it did not ask to build, says so and what builds
+// it (issue 32: "not found locally and no build context" is untrue); a
+// forced build records the local build that ran, not the image's name.
+func TestImageMissingWithDockerfile(t *testing.T) {
+	b := newBackend(t)
+	const hint = "task t has environment/Dockerfile: set [env.config] force_build = true to build the image from it"
+	_, err := b.Start(context.Background(), sandbox.Spec{Image: "proctor-no-such-image:1", BuildHint: hint})
+	if err == nil || !strings.Contains(err.Error(), hint) || strings.Contains(err.Error(), "no build context") {
+		t.Fatalf("missing image with a Dockerfile beside it: %v", err)
+	}
+	ctxTar := buildContext(t, "FROM "+sandboxtest.BaseImage()+"\nRUN echo forced > /forced\n")
+	sb := start(t, b, sandbox.Spec{Image: "proctor-no-such-image:1", ForceBuild: true, BuildContext: ctxTar})
+	if ref := sb.ImageRef(); !strings.HasPrefix(ref, "proctor-build:") {
+		t.Errorf("a forced build ran %q, want the local build's tag", ref)
+	}
+}
+
 func TestBuildSharedByConcurrentStarts(t *testing.T) {
 	b := newBackend(t)
 	stamp := time.Now().UnixNano()

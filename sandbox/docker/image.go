@@ -49,11 +49,14 @@ func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, *
 			if err := b.pull(ctx, spec.Image); err == nil {
 				return spec.Image, nil, nil
 			} else if len(spec.BuildContext) == 0 {
+				if spec.BuildHint != "" {
+					err = fmt.Errorf("%w; %s", err, spec.BuildHint)
+				}
 				return "", nil, err
 			}
 		}
 		if len(spec.BuildContext) == 0 {
-			return "", nil, &sandbox.ImageError{Image: spec.Image, Reason: "not found locally and no build context; build it, or allow pulling ([sandbox] pull = true)"}
+			return "", nil, &sandbox.ImageError{Image: spec.Image, Reason: notFoundReason(spec)}
 		}
 	}
 	if len(spec.BuildContext) == 0 {
@@ -61,6 +64,20 @@ func (b *Backend) ensureImage(ctx context.Context, spec sandbox.Spec) (string, *
 	}
 	ref, err := b.buildOnce(ctx, spec)
 	return ref, nil, err
+}
+
+// notFoundReason says why an image the engine lacks cannot be had, and
+// what would give it: the task's own Dockerfile when the spec says there is
+// one, pulling, or building it by hand.
+func notFoundReason(spec sandbox.Spec) string {
+	how := "build it, or allow pulling ([sandbox] pull = true)"
+	if spec.Pull {
+		how = "build it"
+	}
+	if spec.BuildHint != "" {
+		return "not found locally, and the spec builds nothing: " + spec.BuildHint + "; or " + how
+	}
+	return "not found locally and no build context; " + how
 }
 
 // buildOnce builds a context at most once at a time: concurrent starts with

@@ -224,6 +224,7 @@ type Sandbox struct {
 	// not user.
 	user, agentUser *userIDs
 	image           string // the image id the pod runs (repo@sha256:...)
+	ref             string // the image reference the pod was made with
 	sh              *Controller
 
 	// Isolation: the private folders and their tmpfs size, the process
@@ -251,6 +252,10 @@ func (s *Sandbox) Name() string { return s.name }
 
 // ImageDigest is the image the pod runs, as the runtime resolved it.
 func (s *Sandbox) ImageDigest() string { return s.image }
+
+// ImageRef is the reference the pod was made with: the spec's image, or
+// the one built from its context and pushed.
+func (s *Sandbox) ImageRef() string { return s.ref }
 
 // Start resolves the image (as named, or built and pushed to the
 // registry), creates the pod, waits for it through a watch, and opens its
@@ -296,7 +301,14 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 		s, err = b.startPod(ctx, spec, image)
 	}
-	return s, err
+	if errors.As(err, &ie) && len(spec.BuildContext) == 0 && spec.BuildHint != "" {
+		ie.Reason += "; " + spec.BuildHint
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.ref = image
+	return s, nil
 }
 
 // image returns the reference the pod runs: the spec's image as named, or

@@ -80,6 +80,11 @@
 //	      BuildTimeoutSec, Task.Broken, VerifyResponse.Log and RewardSource,
 //	      OracleResponse.ExitCode, ReadFileRequest.MaxBytes and
 //	      ReadFileResponse.Size and Truncated
+//	v1.2  the hook timeout bounds a hook's own work, not its sandbox
+//	      operations; the error class ClassDataset; optional fields:
+//	      Task.AgentTimeoutFrom and VerifyTimeoutFrom,
+//	      SandboxSpec.BuildTimeoutFrom and BuildHint, VerifyResponse.Failure,
+//	      OracleResponse.TimedOut, Manifest.ScoringKeys
 //
 // # Hooks
 //
@@ -103,7 +108,7 @@ import "encoding/json"
 const Version = 1
 
 // Minor is the ABI's minor version this package describes (see Versions).
-const Minor = 1
+const Minor = 2
 
 // Link names.
 const (
@@ -202,10 +207,14 @@ const (
 	// ClassVerifier is a verifier that could not reach a verdict (its
 	// tests did not run, their output could not be read).
 	ClassVerifier = "verifier"
+	// ClassDataset (v1.2) is a dataset row that cannot be graded as it is
+	// (it names a test that does not exist, say): the row's fault, never
+	// the agent's.
+	ClassDataset = "dataset"
 )
 
 // Classes lists the error classes of this minor version.
-func Classes() []string { return []string{ClassPlugin, ClassSetup, ClassVerifier} }
+func Classes() []string { return []string{ClassPlugin, ClassSetup, ClassVerifier, ClassDataset} }
 
 // Error is the output of a failed hook or operation. Class (Class*) tells
 // the host how to classify a failed rollout; empty means the hook's own
@@ -238,6 +247,11 @@ type Manifest struct {
 	// still loads the plugin; their calls are then denied.
 	OptionalCapabilities []string        `json:"optional_capabilities,omitempty"`
 	ConfigSchema         json.RawMessage `json:"config_schema,omitempty"`
+	// ScoringKeys (v1.2) are the keys of the plugin's config table that
+	// change how a rollout is scored (a grading mode, a test timeout). A
+	// run resumed with another value for one is refused: its records were
+	// scored under the old one. Nil: every key counts.
+	ScoringKeys []string `json:"scoring_keys,omitempty"`
 }
 
 // ConfigRequest (v1.1) carries a config table for config.check.
@@ -253,13 +267,18 @@ type TasksRequest struct {
 // Task is one task of the environment. Data is the plugin's own payload,
 // handed back untouched in every rollout hook.
 type Task struct {
-	ID               string          `json:"id"`
-	Category         string          `json:"category,omitempty"`
-	Difficulty       string          `json:"difficulty,omitempty"`
-	Tags             []string        `json:"tags,omitempty"`
-	AgentTimeoutSec  float64         `json:"agent_timeout_sec,omitempty"`
-	VerifyTimeoutSec float64         `json:"verify_timeout_sec,omitempty"`
-	Data             json.RawMessage `json:"data,omitempty"`
+	ID               string   `json:"id"`
+	Category         string   `json:"category,omitempty"`
+	Difficulty       string   `json:"difficulty,omitempty"`
+	Tags             []string `json:"tags,omitempty"`
+	AgentTimeoutSec  float64  `json:"agent_timeout_sec,omitempty"`
+	VerifyTimeoutSec float64  `json:"verify_timeout_sec,omitempty"`
+	// AgentTimeoutFrom and VerifyTimeoutFrom (v1.2) say where those
+	// timeouts come from ("task.toml [agent] timeout_sec = 900"), for the
+	// error that says which limit fired.
+	AgentTimeoutFrom  string          `json:"agent_timeout_from,omitempty"`
+	VerifyTimeoutFrom string          `json:"verify_timeout_from,omitempty"`
+	Data              json.RawMessage `json:"data,omitempty"`
 	// Broken says why the task cannot be run (its task.toml does not
 	// parse, say). The host lists it as broken; its rollouts still go
 	// through the hooks, which fail with the reason, so each is recorded.
@@ -316,7 +335,13 @@ type SandboxSpec struct {
 	DiskMB    int64   `json:"disk_mb,omitempty"` // what the sandbox may write
 	// BuildTimeoutSec bounds starting the sandbox (building its image
 	// included); 0 leaves the run's sandbox start timeout.
-	BuildTimeoutSec float64 `json:"build_timeout_sec,omitempty"`
+	// BuildTimeoutFrom (v1.2) says where it comes from.
+	BuildTimeoutSec  float64 `json:"build_timeout_sec,omitempty"`
+	BuildTimeoutFrom string  `json:"build_timeout_from,omitempty"`
+	// BuildHint (v1.2), for a spec with Image and no BuildContext, says how
+	// the task's own context would build the image, for the error when
+	// the image cannot be found ("set [env.config] force_build = true").
+	BuildHint string `json:"build_hint,omitempty"`
 	// Network says what the task needs: "" or "none" no network,
 	// NetworkInternet the internet. The run decides how it is given
 	// ([sandbox] network: the backend's ordinary network, the host's, or
@@ -354,9 +379,16 @@ type TestResult struct {
 // cut), which the host keeps in the run directory. RewardSource names
 // where the reward came from (a file, say). Reward and every score are
 // finite and within ±1e6; the host refuses a verdict outside that.
+//
+// Failure (v1.2) says why the verifier reached no reward although it ran
+// (its tests ran past their timeout, wrote no reward, or an empty or
+// unreadable one): the rollout's outcome is then verifier_failed, with
+// reward 0, as Harbor records such a trial. A verifier that could not run
+// at all (a broken task, a failed upload) returns an error instead.
 type VerifyResponse struct {
 	Reward       float64            `json:"reward"`
 	Passed       bool               `json:"passed"`
+	Failure      string             `json:"failure,omitempty"`
 	Scores       map[string]float64 `json:"scores,omitempty"`
 	Tests        []TestResult       `json:"tests,omitempty"`
 	Output       string             `json:"output,omitempty"`
@@ -371,9 +403,14 @@ const MaxVerifyLog = 1 << 20
 // OracleResponse says how applying the reference solution went: what it
 // printed (at most MaxVerifyLog bytes) and, when it ran to its end, its
 // exit code.
+//
+// TimedOut (v1.2) says the solution ran past the agent's timeout: Output
+// is then what it printed until it was stopped, and the rollout's outcome
+// is agent_timeout.
 type OracleResponse struct {
 	Output   string `json:"output,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
 }
 
 // RewardRequest is the input of a reward plugin. Trajectory is the

@@ -106,18 +106,23 @@ type Runtime struct {
 	Stdlib []byte
 }
 
-// LoadRuntime reads the runtime in dir (RuntimeDir when empty). A missing
-// runtime matches ErrNoRuntime.
+// LoadRuntime reads the runtime in dir (RuntimeDir when empty), first
+// waiting for its build when one is under way on this machine (Building).
+// A missing runtime matches ErrNoRuntime.
 func LoadRuntime(dir string) (*Runtime, error) {
 	if dir == "" {
 		dir = RuntimeDir()
 	}
+	waitBuild(dir)
 	r := &Runtime{Dir: dir}
 	var err error
 	if r.Wasm, err = os.ReadFile(filepath.Join(dir, RuntimeWasm)); err == nil {
 		r.Stdlib, err = os.ReadFile(filepath.Join(dir, RuntimeStdlib))
 	}
 	if errors.Is(err, fs.ErrNotExist) {
+		if log := filepath.Join(filepath.Dir(dir), "build.log"); fileExists(log) {
+			return nil, fmt.Errorf("%w in %s (the log of the last background build: %s)", ErrNoRuntime, dir, log)
+		}
 		return nil, fmt.Errorf("%w in %s", ErrNoRuntime, dir)
 	}
 	if err != nil {
@@ -333,7 +338,7 @@ func filesSection(rt *Runtime, files map[string][]byte, module string) ([]byte, 
 	all := map[string][]byte{"lib/" + RuntimeStdlib: rt.Stdlib}
 	sdk, _ := fs.Glob(sdkFiles, "proctor/*.py")
 	for _, n := range sdk {
-		if n == "proctor/testing.py" {
+		if n == "proctor/testing.py" || n == "proctor/_wasi.py" {
 			continue // native tests only
 		}
 		b, _ := sdkFiles.ReadFile(n)
@@ -376,4 +381,9 @@ func appendCustomSection(mod []byte, name string, payload []byte) []byte {
 	mod = binary.AppendUvarint(mod, uint64(len(body)+len(payload)))
 	mod = append(mod, body...)
 	return append(mod, payload...)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

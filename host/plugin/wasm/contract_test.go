@@ -53,7 +53,7 @@ func TestNewerMinorLoads(t *testing.T) {
 		status uint32
 		msg    string
 	}{
-		"sandbox.snapshot":   {abi.StatusDenied, "sandbox.snapshot is an optional capability this proctor (ABI v1.1) does not have"},
+		"sandbox.snapshot":   {abi.StatusDenied, "sandbox.snapshot is an optional capability this proctor (ABI v1.2) does not have"},
 		abi.OpModelComplete:  {abi.StatusDenied, "model.complete was not declared by the plugin or not granted by the run"},
 		"sandbox.frobnicate": {abi.StatusUnknown, `unknown operation \"sandbox.frobnicate\"`},
 		abi.OpHostInfo:       {abi.StatusOK, `"abi":1`},
@@ -80,7 +80,7 @@ func TestNewerMinorLoads(t *testing.T) {
 func TestNewerRequiredCapabilityRefused(t *testing.T) {
 	r := newRuntime(t, Config{})
 	_, err := r.LoadFile(context.Background(), wasmtest.BuildWith(t, "./host/plugin/wasm/testdata/future", "-ldflags=-X=main.required=sandbox.snapshot"))
-	want := `declares capability "sandbox.snapshot", which this proctor (ABI v1.1) does not have: the plugin was built for v1.9, so upgrade proctor, or make it an optional capability of the plugin`
+	want := `declares capability "sandbox.snapshot", which this proctor (ABI v1.2) does not have: the plugin was built for v1.9, so upgrade proctor, or make it an optional capability of the plugin`
 	if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

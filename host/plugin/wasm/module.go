@@ -210,17 +210,28 @@ func debugSection(body []byte) bool {
 // passes through the host.
 const yieldEvery = 4096
 
+// bulkTurn is how many bytes a memory.fill or memory.copy counts as one
+// turn of a loop: a page.
+const bulkTurn = 12 // log2(4096)
+
 // addGlobals adds to a global section's body (nil: none) the stop flag, a
-// mutable i32 at 0, and the turn counter, a mutable i32 at yieldEvery.
+// mutable i32 at 0, the turn counter, a mutable i32 at yieldEvery, and a
+// mutable i32 the count of a bulk memory instruction passes through.
 func addGlobals(body []byte) []byte {
 	var n uint32
 	r := &reader{b: body}
 	if body != nil {
 		n = r.u32()
 	}
-	out := append(uleb(uint64(n)+2), body[r.i:]...)
+	out := append(uleb(uint64(n)+3), body[r.i:]...)
 	out = append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41)
-	return append(append(out, sleb(yieldEvery)...), 0x0b)
+	out = append(append(out, sleb(yieldEvery)...), 0x0b)
+	return append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b)
+}
+
+// bulk reports whether code starts with memory.copy or memory.fill.
+func bulk(code []byte) bool {
+	return len(code) > 1 && code[0] == 0xfc && (code[1] == 0x0a || code[1] == 0x0b)
 }
 
 // instrument returns a code section's body with, at the head of every
@@ -229,7 +240,14 @@ func addGlobals(body []byte) []byte {
 // yieldEvery turns a pass through the host and a check of global stop:
 //
 //	counter -= 1
-//	if counter == 0 { memory.grow(0); if stop { unreachable }; counter = yieldEvery }
+//	if counter <= 0 { memory.grow(0); if stop { unreachable }; counter = yieldEvery }
+//
+// and before every memory.fill and memory.copy, which write as many bytes
+// as they are told to in one instruction, a count of one turn per page
+// they write (counter -= n >> bulkTurn). Otherwise a loop that fills fresh
+// memory, as a Python plugin's bytearray(1 << 20) does, makes a few turns
+// for megabytes whose first writes the kernel must commit, and the check
+// waited for thousands of them: a hook with a 10 s deadline ran 34 s.
 //
 // Native code is never preempted: without the pass through the host (a
 // memory.grow of 0 pages is one, and the cheapest), a loop would keep its
@@ -249,7 +267,7 @@ func instrument(b []byte, stop uint64, memory bool) (out []byte, unparkable, bad
 	check = append(check, 0x41, 0x01, 0x6b) // i32.const 1, i32.sub
 	check = append(check, set(stop+1)...)
 	check = append(check, get(stop+1)...)
-	check = append(check, 0x45, 0x04, 0x40) // i32.eqz, if
+	check = append(check, 0x41, 0x00, 0x4c, 0x04, 0x40) // i32.const 0, i32.le_s, if
 	if memory {
 		check = append(check, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0, memory.grow 0, drop
 	}
@@ -258,6 +276,14 @@ func instrument(b []byte, stop uint64, memory bool) (out []byte, unparkable, bad
 	check = append(check, sleb(yieldEvery)...)
 	check = append(check, set(stop+1)...)
 	check = append(check, 0x0b) // end
+	// The count a bulk instruction's length (on top of the stack) adds.
+	var weigh []byte
+	weigh = append(weigh, set(stop+2)...)
+	weigh = append(weigh, get(stop+1)...)
+	weigh = append(weigh, get(stop+2)...)
+	weigh = append(weigh, 0x41, bulkTurn, 0x76, 0x6b) // i32.const bulkTurn, i32.shr_u, i32.sub
+	weigh = append(weigh, set(stop+1)...)
+	weigh = append(weigh, get(stop+2)...)
 	r := &reader{b: b}
 	n := r.u32()
 	var code, body bytes.Buffer
@@ -272,6 +298,11 @@ func instrument(b []byte, stop uint64, memory bool) (out []byte, unparkable, bad
 		last := 0
 		for f.i < len(f.b) && f.err == nil {
 			loop := f.b[f.i] == 0x03
+			if bulk(f.b[f.i:]) {
+				body.Write(f.b[last:f.i])
+				body.Write(weigh)
+				last = f.i
+			}
 			if err := f.instr(); err != nil && unparkable == nil {
 				unparkable = err
 			}

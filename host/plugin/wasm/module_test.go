@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 )
@@ -275,17 +276,8 @@ func TestStopFlag(t *testing.T) {
 		section{8, uleb(0)}, // start: function 0, which never returns
 		section{10, vec(append(uleb(uint64(len(forever))), forever...), append(uleb(uint64(len(count))), count...))},
 	)
-	got, _, err := prepare(code)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	mod, err := r.InstantiateWithConfig(ctx, got, wazero.NewModuleConfig().WithStartFunctions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod := instantiatePrepared(t, code)
 	call := func(ctx context.Context, name string, args ...uint64) ([]uint64, error) {
 		var res []uint64
 		err := interruptible(ctx, mod, func() (err error) {
@@ -364,4 +356,61 @@ func TestStopFlagPlace(t *testing.T) {
 	if err := compiles(t, got); err != nil {
 		t.Errorf("wazero refuses the rewrite: %v", err)
 	}
+}
+
+// A loop that fills memory in bulk counts a turn per page it fills: raised
+// before the call, the stop flag ends a loop of a hundred 1 MiB fills,
+// which makes far fewer than yieldEvery turns of its own. (Filling fresh
+// memory costs the kernel's commit of every page: counted by turns alone,
+// such a loop ran for seconds between two checks, and a Python hook that
+// hoarded memory ran 34 s past a 10 s deadline.)
+func TestStopFlagCountsBulkMemory(t *testing.T) {
+	fill := []byte{1, 1, 0x7f, // a local i32
+		0x02, 0x40, 0x03, 0x40, // block, loop
+		0x20, 1, 0x20, 0, 0x4f, 0x0d, 1, // local.get 1, local.get 0, i32.ge_u, br_if 1
+		0x41, 0, 0x41, 0, 0x41, 0x80, 0x80, 0xc0, 0, 0xfc, 0x0b, 0, // memory.fill(0, 0, 1 MiB)
+		0x41, 0, 0x41, 0x80, 0x80, 0x20, 0x41, 0x80, 0x80, 0x20, 0xfc, 0x0a, 0, 0, // memory.copy(0, 512 KiB, 512 KiB)
+		0x20, 1, 0x41, 1, 0x6a, 0x21, 1, // local.get 1, i32.const 1, i32.add, local.set 1
+		0x0c, 0, 0x0b, 0x0b, // br 0, end, end
+		0x20, 1, 0x0b} // local.get 1, end
+	code := module(
+		section{1, vec([]byte{0x60, 1, 0x7f, 1, 0x7f})}, // (i32) -> i32
+		section{3, vec([]byte{0})},
+		section{5, vec([]byte{0, 16})}, // 1 MiB
+		section{7, vec(append(append(uleb(4), "fill"...), 0, 0))},
+		section{10, vec(append(uleb(uint64(len(fill))), fill...))},
+	)
+	ctx := context.Background()
+	mod := instantiatePrepared(t, code)
+	f := mod.ExportedFunction("fill")
+	// The flag down: the checks pass, the fills all happen.
+	if res, err := f.Call(ctx, 100); err != nil || res[0] != 100 {
+		t.Fatalf("fill(100) = %v, %v", res, err)
+	}
+	s, err := newStopper(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.raise()
+	if res, err := f.Call(ctx, 100); err == nil {
+		t.Fatalf("fill(100) with the flag raised ran to its end (%v): its fills were not counted", res)
+	}
+}
+
+// instantiatePrepared prepares code and instantiates it, without running
+// its start functions, on a runtime closed when the test ends.
+func instantiatePrepared(t *testing.T, code []byte) api.Module {
+	t.Helper()
+	got, _, err := prepare(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	mod, err := r.InstantiateWithConfig(ctx, got, wazero.NewModuleConfig().WithStartFunctions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod
 }

@@ -3,10 +3,14 @@ package wasm_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
@@ -181,4 +185,35 @@ func BenchmarkPythonScore1000(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPythonHoardDeadline: a Python hook that hoards memory
+// (bytearray(1 << 20) in a loop) under memory_mb = 4096 and a 2 s
+// deadline, on a fresh instance; past-deadline-s is how long the call ran
+// past its deadline before it ended, peak-rss-MB the process's peak.
+//
+//	go test -run '^$' -bench PythonHoardDeadline -benchtime 1x -count 5 ./host/plugin/wasm
+func BenchmarkPythonHoardDeadline(b *testing.B) {
+	const deadline = 2 * time.Second
+	ctx := context.Background()
+	p := loadPython(b, newRuntime(b, wasm.Config{HookTimeout: deadline, MemoryLimitMiB: 4096}), "sdk/python/testdata/bad")
+	req, _ := json.Marshal(abi.RewardRequest{Task: abi.Task{ID: "alloc"}})
+	var past time.Duration
+	for b.Loop() {
+		inst, err := p.Instantiate(ctx, wasm.InstanceConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		_, err = inst.CallRaw(ctx, abi.HookReward, req)
+		past += time.Since(start) - deadline
+		inst.Close(ctx)
+		if !errors.Is(err, wasm.ErrTimeout) && !strings.Contains(err.Error(), "MemoryError") {
+			b.Fatalf("want the deadline or a MemoryError, got %v", err)
+		}
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	b.ReportMetric(past.Seconds()/float64(b.N), "past-deadline-s")
+	b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MB")
 }

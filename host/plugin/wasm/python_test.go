@@ -399,3 +399,35 @@ func TestPythonPluginsShareOneCompilation(t *testing.T) {
 		t.Errorf("three Python plugins left %d compiled modules in the cache: %v", len(compiled), compiled)
 	}
 }
+
+// TestPythonRefusals: what the runtime refuses a plugin (sockets,
+// subprocesses, threads, writing files, reading the machine's), and what
+// it allows (its own files, the standard library), as
+// sdk/python/testdata/confined/expect.json lists it. The native emulator's
+// tests (sdk/python/tests) check the same list, so a plugin whose native
+// tests pass works here.
+func TestPythonRefusals(t *testing.T) {
+	p := loadPython(t, newRuntime(t, wasm.Config{}), "sdk/python/testdata/confined")
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "sdk/python/testdata/confined/expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]string
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	for how, w := range want {
+		t.Run(how, func(t *testing.T) {
+			resp, err := reward(t, instance(t, p, wasm.InstanceConfig{}), abi.RewardRequest{Task: abi.Task{ID: how}})
+			if w == "ok 1" {
+				if err != nil || resp.Reward != 1 {
+					t.Fatalf("want it to work, got %+v %v", resp, err)
+				}
+				return
+			}
+			if err == nil || !strings.HasSuffix(err.Error(), how+": "+w) {
+				t.Fatalf("want %q, got %+v %v", w, resp, err)
+			}
+		})
+	}
+}

@@ -51,10 +51,15 @@ import (
 
 // Config tunes a Runtime. Zero fields take the defaults.
 type Config struct {
-	CacheDir       string        // compilation cache; default <user cache>/proctor/wasm or $PROCTOR_CACHE_DIR/wasm
-	MemoryLimitMiB int           // per instance; default 256
-	HookTimeout    time.Duration // per hook call; default 2m
-	MaxOutput      int           // bytes of a hook's output or an operation's request; default 64 MiB
+	CacheDir       string // compilation cache; default <user cache>/proctor/wasm or $PROCTOR_CACHE_DIR/wasm
+	MemoryLimitMiB int    // per instance; default 256
+	// HookTimeout bounds a hook call's own work (default 2m): the time its
+	// code runs, not the time the host spends on its sandbox operations,
+	// which the caller's context bounds. HookTimeoutName is how messages
+	// name the limit (the config key that sets it; default "hook timeout").
+	HookTimeout     time.Duration
+	HookTimeoutName string
+	MaxOutput       int // bytes of a hook's output or an operation's request; default 64 MiB
 	// ResidentInstances is how many instances stay whole between their
 	// calls; past it, an instance is parked as soon as its call returns.
 	// Default 4 × GOMAXPROCS, at least 64.
@@ -130,6 +135,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.HookTimeout <= 0 {
 		cfg.HookTimeout = 2 * time.Minute
 	}
+	if cfg.HookTimeoutName == "" {
+		cfg.HookTimeoutName = "hook timeout"
+	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 64 << 20
 	}
@@ -198,6 +206,9 @@ type Plugin struct {
 	manifest abi.Manifest
 	allowed  map[string]bool
 	refused  error
+	// hidden is set once the log was told that the plugin's output goes
+	// to a level it does not show.
+	hidden atomic.Bool
 }
 
 // LoadFile loads a plugin from a .wasm file.
@@ -416,6 +427,12 @@ type instanceEnv struct {
 	clock     *stepClock     // nil: the host's clocks
 }
 
+// flush logs the lines of output a call left unfinished.
+func (e *instanceEnv) flush() {
+	e.out.flush()
+	e.errw.flush()
+}
+
 // newInstanceEnv makes the host side of an instance seeded with seed.
 func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 	var key [32]byte
@@ -427,8 +444,8 @@ func newInstanceEnv(p *Plugin, seed uint64, log *slog.Logger) *instanceEnv {
 	}
 	env := &instanceEnv{
 		rand: rand.NewChaCha8(key),
-		out:  &logWriter{log: log, stream: "stdout", left: 64 << 10},
-		errw: &logWriter{log: log, stream: "stderr", left: 64 << 10},
+		out:  newLogWriter(p, log, "stdout", slog.LevelInfo),
+		errw: newLogWriter(p, log, "stderr", slog.LevelInfo),
 	}
 	if p.files != nil {
 		env.files = newInstanceFiles(p.files)
@@ -472,10 +489,11 @@ func (p *Plugin) newModule(ctx context.Context, env *instanceEnv, start bool) (a
 			continue
 		}
 		err := interruptible(sctx, mod, func() error { _, err := f.Call(sctx); return err })
+		env.flush()
 		if err != nil {
 			mod.Close(ctx)
 			if sctx.Err() != nil {
-				return nil, fmt.Errorf("%s: no answer within %s: %w", name, p.r.cfg.HookTimeout, sctx.Err())
+				return nil, fmt.Errorf("%s: no answer within %s (%s): %w", name, p.r.cfg.HookTimeout, p.r.cfg.HookTimeoutName, sctx.Err())
 			}
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -667,6 +685,7 @@ type callState struct {
 	outErr  error
 	pending []byte
 	maxOut  int
+	clock   *hookClock // the hook's own time
 }
 
 type stateKey struct{}
@@ -688,19 +707,23 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		}
 	}
 	st := &callState{inst: i, method: []byte(hook), input: input, maxOut: i.p.r.cfg.MaxOutput}
-	hctx, cancel := context.WithTimeout(context.WithValue(ctx, stateKey{}, st), i.p.r.cfg.HookTimeout)
-	defer cancel()
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, stateKey{}, st))
+	defer cancel(nil)
+	st.clock = startHookClock(i.p.r.cfg.HookTimeout, func() { cancel(errHookTime) })
+	defer st.clock.stop()
+	outOfTime := func() bool { return context.Cause(hctx) == errHookTime && ctx.Err() == nil }
 	var res []uint64
 	err := interruptible(hctx, i.mod, func() (err error) {
 		res, err = i.handle.Call(hctx, uint64(len(st.method)), uint64(len(input)))
 		return err
 	})
+	i.env.flush()
 	if err != nil {
 		i.broken = err
 		i.dropModule(ctx)
 		switch {
-		case hctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-			return nil, perr(ErrTimeout, fmt.Errorf("no answer within %s: %w", i.p.r.cfg.HookTimeout, context.DeadlineExceeded))
+		case outOfTime():
+			return nil, perr(ErrTimeout, i.p.r.outOfTime())
 		case ctx.Err() != nil:
 			return nil, perr(ErrTimeout, ctx.Err())
 		case st.outErr != nil:
@@ -733,6 +756,10 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 		var e abi.Error
 		if json.Unmarshal(st.output, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("status %d: %.200q", status, st.output)
+		}
+		if outOfTime() {
+			// An operation the plugin waited on was cut by its time.
+			return nil, perr(ErrTimeout, fmt.Errorf("%w; the plugin said: %s", i.p.r.outOfTime(), e.Error))
 		}
 		pe := perr(ErrHookFailed, errors.New(e.Error)).(*PluginError)
 		pe.Class = e.Class
@@ -838,6 +865,10 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 		}
 		return fail(abi.StatusUnknown, fmt.Sprintf("unknown operation %q", op))
 	}
+	if st, ok := ctx.Value(stateKey{}).(*callState); ok && st.clock != nil && waitsOnSandbox(op) {
+		st.clock.pause()
+		defer st.clock.resume()
+	}
 	resp, err := f(ctx, append([]byte(nil), req...))
 	if err != nil {
 		var oe *OpError
@@ -850,24 +881,4 @@ func (i *Instance) hostCall(ctx context.Context, m api.Module, opPtr, opLen, req
 		return fail(abi.StatusError, err.Error())
 	}
 	return abi.StatusOK, resp
-}
-
-// logWriter sends a guest's stdout or stderr to the log, bounded.
-type logWriter struct {
-	log    *slog.Logger
-	stream string
-	left   int
-	mu     sync.Mutex
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.left <= 0 {
-		return len(p), nil
-	}
-	s := p[:min(len(p), w.left)]
-	w.left -= len(s)
-	w.log.Debug("plugin output", "stream", w.stream, "text", strings.TrimRight(string(s), "\n"))
-	return len(p), nil
 }

@@ -265,3 +265,47 @@ func TestInstancesDoNotLeak(t *testing.T) {
 	}
 	t.Logf("heap in use: %d MB after 100, %d MB after 1000 instances", at100>>20, at1000>>20)
 }
+
+// TestHookTimeIsTheHooksOwn: the hook timeout bounds what the plugin does,
+// not the time it waits on its sandbox operations (a task's solve.sh or
+// test.sh that runs for minutes under the task's own timeout, issue 32).
+// An operation three times longer than the hook timeout completes; a hook
+// whose own code loops still runs out of time, and the error names the
+// limit that fired.
+func TestHookTimeIsTheHooksOwn(t *testing.T) {
+	ctx := context.Background()
+	const limit = 2 * time.Second
+	r := newRuntime(t, Config{HookTimeout: limit, HookTimeoutName: "[env] hook_timeout", MemoryLimitMiB: 128})
+	evil := load(t, r, "./host/plugin/wasm/testdata/evil")
+	evil.Grant([]string{abi.OpExec})
+	slow := map[string]Op{abi.OpExec: func(ctx context.Context, req []byte) ([]byte, error) {
+		select {
+		case <-time.After(3 * limit):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return json.Marshal(abi.ExecResponse{Stdout: "done", ExitCode: 0})
+	}}
+	inst, err := evil.Instantiate(ctx, InstanceConfig{Ops: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	var got struct {
+		Status uint32 `json:"status"`
+		Resp   string `json:"resp"`
+	}
+	if err := inst.Call(ctx, "exec", abi.Empty{}, &got); err != nil || got.Status != abi.StatusOK || !strings.Contains(got.Resp, "done") {
+		t.Fatalf("a sandbox operation longer than the hook timeout: %v %+v", err, got)
+	}
+
+	loop, err := evil.Instantiate(ctx, InstanceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loop.Close(ctx)
+	err = loop.Call(ctx, "loop", abi.Empty{}, nil)
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "no answer within 2s ([env] hook_timeout") {
+		t.Fatalf("a looping hook: %v", err)
+	}
+}

@@ -461,3 +461,25 @@ func TestRecordedToolSchemas(t *testing.T) {
 		t.Fatalf("atif tools %s", b)
 	}
 }
+
+// TestVerifierFailedIsTrainingData: a rollout whose verifier reached no
+// reward (Harbor's outcome, reward 0) stays in its group with its score,
+// in SFT and in ATIF, as a failed one does: leaving it out, as an
+// infra_error is, would drop the rollouts whose code made the tests hang
+// from the training data (issue 32).
+func TestVerifierFailedIsTrainingData(t *testing.T) {
+	hung := rec("t", 1, 0)
+	hung.Outcome, hung.Error = rundir.OutcomeVerifierFailed, "test.sh ran past the verifier timeout of 600s"
+	g, info, err := Group([]rundir.Record{rec("t", 0, 1), hung}, []*agent.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
+	if err != nil || info.Rollouts != 2 || !slices.Equal(g.Scores, []float64{1, 0}) || len(info.Skipped) != 0 {
+		t.Fatalf("group: %v %+v scores %v", err, info, g.Scores)
+	}
+	line, ok := SFT(hung, synth(2, 2, 2), Filter{})
+	if !ok || line.Outcome != rundir.OutcomeVerifierFailed || line.Reward != 0 {
+		t.Errorf("SFT: %v %+v", ok, line)
+	}
+	a := ATIF(hung, synth(2, 2, 2), ATIFMeta{RunID: "r"})
+	if a.Extra["outcome"] != rundir.OutcomeVerifierFailed || a.Extra["reward"] != 0.0 {
+		t.Errorf("ATIF extra %v", a.Extra)
+	}
+}

@@ -707,3 +707,54 @@ func TestBrowserSortsNaturally(t *testing.T) {
 	}
 	tb.checkOffline(t)
 }
+
+// TestBrowserVerifierOutputShowsBothEnds: a long verifier output is shown
+// by its first and last lines with the lines between marked as left out
+// (a failing test's start was lost when only the tail was kept), and the
+// verifier's whole log is a link to its file in the run directory (issue
+// 32); a verifier that reached no reward shows as such.
+func TestBrowserVerifierOutputShowsBothEnds(t *testing.T) {
+	browser := newBrowser(t)
+	dir := t.TempDir()
+	store, err := rundir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	out.WriteString("FIRST-LINE setting up\n")
+	for i := range 200 {
+		fmt.Fprintf(&out, "middle line %d\n", i)
+	}
+	out.WriteString("LAST-LINE summary")
+	name := rundir.VerifierLogName("t#0", 0)
+	if err := store.WriteVerifierLog(name, out.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Append(rundir.Record{RolloutID: "t#0", TaskID: "t", Outcome: rundir.OutcomeVerifierFailed, Error: "test.sh ran past the verifier timeout",
+		VerifierOutput: out.String(), VerifierLog: rundir.VerifierLogDir + "/" + name}); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	page := fileURL(writeReportFile(t, dir))
+
+	tb := newTab(t, browser)
+	do(t, tb.ctx, chromedp.Navigate(page), chromedp.Poll[chromedp.Void](`document.body.dataset.ready === '1'`),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#r-0'`),
+		chromedp.Poll[chromedp.Void](`document.getElementById('detail').dataset.rollout === '0'`))
+	preview := run(t, tb.ctx, chromedp.Evaluate[string](`document.querySelector('#detail details.clip summary').innerText`))
+	if !strings.Contains(preview, "FIRST-LINE") || !strings.Contains(preview, "LAST-LINE") || !strings.Contains(preview, "lines left out") {
+		t.Errorf("the collapsed verifier output shows:\n%s", preview)
+	}
+	href := run(t, tb.ctx, chromedp.Evaluate[string](`document.querySelector('#detail a[href^="verifier/"]').href`))
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(u.Path); err != nil || string(b) != out.String() {
+		t.Errorf("the link %s is not the verifier's log: %v", href, err)
+	}
+	if got := run(t, tb.ctx, chromedp.Evaluate[string](`document.querySelector('#detail dd').textContent`)); !strings.Contains(got, "verifier_failed") {
+		t.Errorf("outcome shown as %q", got)
+	}
+	tb.checkOffline(t)
+}

@@ -180,7 +180,7 @@ func WriteHTML(w io.Writer, dir string, opt HTMLOptions) error {
 		CSS: template.CSS(pageCSS), JS: template.JS(pageJS),
 		Live: live, Man: man, ManText: string(manText), Config: string(config),
 		Finished: man.FinishedAt != nil,
-		S:        Summarize(recs),
+		S:        SummarizeIn(dir, recs),
 	}
 	// Only the inline style and script of this page may run or load; a
 	// served page in progress may also ask for its status.
@@ -369,7 +369,7 @@ func writeDetails(w io.Writer, dir string, recs []rundir.Record) error {
 
 func outcomeClass(o string) string {
 	switch o {
-	case rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError:
+	case rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeVerifierFailed, rundir.OutcomeInfraError:
 		return "o-" + o
 	}
 	return "o-other"

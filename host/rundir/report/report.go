@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -47,6 +48,12 @@ type Summary struct {
 	// NetworkWithheld lists the tasks that asked for the internet and ran
 	// without it, each with why.
 	NetworkWithheld map[string]string `json:"network_withheld,omitempty"`
+
+	// GroupSize, in a serve run, is its group size: pass@k is computed
+	// per group (a task's rollouts of one epoch), k up to GroupSize;
+	// Groups counts the groups.
+	GroupSize int `json:"group_size,omitempty"`
+	Groups    int `json:"groups,omitempty"`
 }
 
 // RewardStat summarises one stacked reward: its mean over the rollouts it
@@ -57,6 +64,8 @@ type RewardStat struct {
 	Mean   float64      `json:"mean"`
 	Errors int          `json:"errors"`
 	Usage  *agent.Usage `json:"usage,omitempty"`
+	// FirstError is the error of the first rollout it failed on.
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // rewardStats sums up the stacked rewards of recs.
@@ -78,6 +87,9 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 				st.Usage = &u
 			}
 			if rs.Error != "" {
+				if st.Errors == 0 {
+					st.FirstError = rs.Error
+				}
 				st.Errors++
 			} else {
 				scored[rs.Name] = append(scored[rs.Name], rs.Reward)
@@ -122,6 +134,58 @@ type TaskRow struct {
 	Category string   `json:"category,omitempty"`
 	Outcomes []string `json:"outcomes"`
 	Passed   int      `json:"passed"`
+}
+
+// SummarizeIn computes the summary of the records of the run in dir: a
+// serve run's pass@k is per group (SummarizeGroups), since its serve.jsonl
+// says its group size.
+func SummarizeIn(dir string, recs []rundir.Record) Summary {
+	if g := rundir.ServeGroupSize(dir); g > 0 {
+		return SummarizeGroups(recs, g)
+	}
+	return Summarize(recs)
+}
+
+// SummarizeGroups computes the summary of a serve run's records, whose
+// attempts go in groups of size (attempts epoch×size to
+// (epoch+1)×size-1 of a task). Its pass@k, k up to size, is the mean over
+// the groups: a group's rollouts are samples of one policy, while a
+// task's attempts over the epochs are samples of a policy that training
+// changed in between, so pooled they estimate nothing.
+func SummarizeGroups(recs []rundir.Record, size int) Summary {
+	s := Summarize(recs)
+	if size <= 0 {
+		return s
+	}
+	type group struct {
+		task  string
+		epoch int
+	}
+	n, passed := map[group]int{}, map[group]int{}
+	for _, r := range recs {
+		g := group{r.TaskID, r.Attempt / size}
+		n[g]++
+		if r.Outcome == rundir.OutcomePassed {
+			passed[g]++
+		}
+	}
+	s.GroupSize, s.Groups, s.PassAtK = size, len(n), nil
+	for k := 1; k <= size; k++ {
+		sum, m := 0.0, 0
+		for g, c := range n {
+			if c >= k {
+				sum += PassAtK(c, passed[g], k)
+				m++
+			}
+		}
+		if m > 0 {
+			if s.PassAtK == nil {
+				s.PassAtK = map[string]float64{}
+			}
+			s.PassAtK[fmt.Sprintf("pass@%d", k)] = sum / float64(m)
+		}
+	}
+	return s
 }
 
 // Summarize computes the summary of a run's records.
@@ -304,7 +368,7 @@ func mean(xs []float64) float64 {
 }
 
 // outcomes are the outcomes in the order reports list them.
-var outcomes = []string{rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeInfraError}
+var outcomes = []string{rundir.OutcomePassed, rundir.OutcomeFailed, rundir.OutcomeAgentTimeout, rundir.OutcomeVerifierFailed, rundir.OutcomeInfraError}
 
 // symbol marks each outcome in the text report, the HTML page and their
 // legends. Each is in the DejaVu fonts Debian installs with Chromium (the
@@ -313,7 +377,9 @@ var symbol = map[string]string{
 	rundir.OutcomePassed:       "✓",
 	rundir.OutcomeFailed:       "✗",
 	rundir.OutcomeAgentTimeout: "◷",
-	rundir.OutcomeInfraError:   "!",
+	// No reward from the verifier: an empty set.
+	rundir.OutcomeVerifierFailed: "∅",
+	rundir.OutcomeInfraError:     "!",
 }
 
 // legend explains the symbols: "✓ passed  ✗ failed  ...".
@@ -340,6 +406,15 @@ func Write(w io.Writer, s Summary, format string) error {
 	return fmt.Errorf("unknown report format %q: want text, json or md", format)
 }
 
+// passKeys is the keys of a pass@k map by k: pass@2 before pass@10.
+func passKeys(m map[string]float64) []string {
+	k := func(key string) int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(key, "pass@"))
+		return n
+	}
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Compare(k(a), k(b)) })
+}
+
 func outcomeLine(s Summary) string {
 	var parts []string
 	for _, o := range outcomes {
@@ -359,6 +434,9 @@ func writeText(w io.Writer, s Summary) error {
 			fmt.Fprintf(w, "; %d tokens in, %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens)
 		}
 		fmt.Fprintln(w)
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "           first error: %s\n", term.Line(shorten(r.FirstError, 300)))
+		}
 	}
 	if len(s.ErrorClasses) > 0 {
 		var parts []string
@@ -367,7 +445,10 @@ func writeText(w io.Writer, s Summary) error {
 		}
 		fmt.Fprintf(w, "errors     %s\n", strings.Join(parts, ", "))
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
+	if s.GroupSize > 0 {
+		fmt.Fprintf(w, "groups     %d of up to %d rollouts (a task in one epoch); pass@k is their mean\n", s.Groups, s.GroupSize)
+	}
+	for _, k := range passKeys(s.PassAtK) {
 		fmt.Fprintf(w, "%-10s %.3f\n", term.Line(k), s.PassAtK[k])
 	}
 	fmt.Fprintf(w, "tokens     %d in (%d cached), %d out; cost $%.4f\n", s.Usage.PromptTokens, s.Usage.CachedTokens, s.Usage.CompletionTokens, s.CostUSD)
@@ -411,7 +492,7 @@ func writeMarkdown(w io.Writer, s Summary) error {
 	fmt.Fprintf(w, "| metric | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| rollouts | %d |\n| tasks | %d |\n| pass rate | %.1f%% ± %.1f%% |\n| mean reward | %.3f |\n| outcomes | %s |\n| cost | $%.4f |\n",
 		s.Rollouts, s.Tasks, 100*s.PassRate, 100*s.StdErr, s.MeanReward, outcomeLine(s), s.CostUSD)
-	for _, k := range slices.Sorted(maps.Keys(s.PassAtK)) {
+	for _, k := range passKeys(s.PassAtK) {
 		fmt.Fprintf(w, "| %s | %.3f |\n", term.Markdown(k), s.PassAtK[k])
 	}
 	for _, l := range withheldLines(s, term.Markdown) {

@@ -104,3 +104,33 @@ func TestNetworkWithheldReported(t *testing.T) {
 		t.Errorf("nothing withheld, yet:\n%s", buf.String())
 	}
 }
+
+// TestVerifierFailedCounts: a verifier that reached no reward is a
+// rollout that did not pass, in every denominator (pass rate, excluding
+// infra errors, per category, pass@k), and every report names it, as
+// Harbor counts a trial without a reward as 0 (src/harbor/metrics/mean.py
+// at 738fdfba).
+func TestVerifierFailedCounts(t *testing.T) {
+	recs := []rundir.Record{
+		{RolloutID: "a#0", TaskID: "a", Category: "x", Attempt: 0, Outcome: rundir.OutcomePassed, Reward: 1},
+		{RolloutID: "a#1", TaskID: "a", Category: "x", Attempt: 1, Outcome: rundir.OutcomeVerifierFailed},
+		{RolloutID: "b#0", TaskID: "b", Category: "y", Attempt: 0, Outcome: rundir.OutcomeVerifierFailed},
+		{RolloutID: "b#1", TaskID: "b", Category: "y", Attempt: 1, Outcome: rundir.OutcomeInfraError, ErrorClass: "sandbox"},
+	}
+	s := Summarize(recs)
+	if s.PassRate != 0.25 || math.Abs(s.PassRateScored-1.0/3) > 1e-9 || s.Categories["x"].N != 2 || s.Categories["x"].PassRate != 0.5 ||
+		s.PassAtK["pass@1"] != 0.25 || s.Outcomes[rundir.OutcomeVerifierFailed] != 2 || s.MeanReward != 0.25 {
+		t.Fatalf("%+v", s)
+	}
+	var text, md bytes.Buffer
+	Write(&text, s, "text")
+	Write(&md, s, "md")
+	for _, out := range []string{text.String(), md.String()} {
+		if !strings.Contains(out, "agent_timeout 0, verifier_failed 2, infra_error 1") || !strings.Contains(out, "✓ ∅") {
+			t.Errorf("report:\n%s", out)
+		}
+	}
+	if !strings.Contains(text.String(), "∅ verifier failed") {
+		t.Errorf("legend:\n%s", text.String())
+	}
+}

@@ -5,15 +5,19 @@
 // classification.
 //
 // A task's id says how its rollout behaves: "plugin-broken*" fails to start
-// its plugin, "setup-broken*" fails setup, "verify-broken*" fails
-// verification with class verifier, "reset*" grades in a reset sandbox,
-// "slow*" runs the agent until its deadline, "nop*" does nothing (fails);
-// any other task is solved by the oracle.
+// its plugin, "setup-broken*" fails setup, "setup-hang*" waits in setup
+// until its deadline, "setup-hook*" fails setup as a plugin hook whose own
+// time ran out, "verify-broken*" fails verification with class verifier,
+// "verify-noreward*" verifies without reaching a reward, "verify-hang*"
+// waits in verification until its deadline, "reset*" grades in a reset
+// sandbox, "slow*" runs the agent until its deadline, "nop*" does nothing
+// (fails); any other task is solved by the oracle.
 package schedulertest
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"strings"
@@ -157,8 +161,14 @@ func (r *rollout) Bind(sb sandbox.Sandbox, reset func(context.Context) (sandbox.
 }
 
 func (r *rollout) Setup(ctx context.Context) error {
-	if strings.HasPrefix(r.task.ID, "setup-broken") {
+	switch {
+	case strings.HasPrefix(r.task.ID, "setup-broken"):
 		return errors.New("setup script exited 1")
+	case strings.HasPrefix(r.task.ID, "setup-hang"):
+		<-ctx.Done()
+		return fmt.Errorf("plugin fake hook rollout.setup: %w", ctx.Err())
+	case strings.HasPrefix(r.task.ID, "setup-hook"):
+		return fmt.Errorf("plugin fake hook rollout.setup: no answer within 20ms ([env] hook_timeout): %w", context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -188,8 +198,14 @@ func (r *rollout) Verify(ctx context.Context, timedOut bool) (scheduler.Verdict,
 		r.sb = sb
 		return scheduler.Verdict{Reward: 1, Passed: true}, nil
 	}
-	if strings.HasPrefix(r.task.ID, "verify-broken") {
+	switch {
+	case strings.HasPrefix(r.task.ID, "verify-broken"):
 		return scheduler.Verdict{}, scheduler.WithClass(rundir.ClassVerifier, errors.New("no reward written"))
+	case strings.HasPrefix(r.task.ID, "verify-noreward"):
+		return scheduler.Verdict{Failure: "no reward: test.sh wrote neither reward.txt nor reward.json", Output: "tests ran", Log: "tests ran\n"}, nil
+	case strings.HasPrefix(r.task.ID, "verify-hang"):
+		<-ctx.Done()
+		return scheduler.Verdict{}, fmt.Errorf("plugin fake hook rollout.verify: sandbox.exec: %w", ctx.Err())
 	}
 	if _, _, err := r.sb.ReadFile(ctx, "/solved", 0); err != nil {
 		return scheduler.Verdict{Reward: 0}, nil

@@ -248,10 +248,19 @@ func (c *Client) LatestExample(ctx context.Context) (*Group, error) {
 }
 
 // Disconnect tells the API the environment leaves (POST /disconnect-env),
-// so its weight no longer counts against the others'.
-func (c *Client) Disconnect(ctx context.Context, envID int) error {
-	_, err := c.do(ctx, epDisconnectEnv, map[string]int{"env_id": envID}, maxAnswer)
-	return err
+// so its weight and its min_batch_allocation no longer count: while a
+// connected environment with a minimum allocation has nothing queued, the
+// API forms no batch (utils.py grab_batch_with_minimum_allocations). known
+// is false when the API did not know envID: server.py disconnect_env
+// answers HTTP 200 {"status": "failure", "error": "list index out of
+// range"} then (or, before any trainer registered, an AttributeError's
+// text), and msg is that error.
+func (c *Client) Disconnect(ctx context.Context, envID int) (known bool, msg string, err error) {
+	b, err := c.do(ctx, epDisconnectEnv, map[string]int{"env_id": envID}, maxAnswer)
+	if err != nil {
+		return false, "", err
+	}
+	return parseDisconnect(b)
 }
 
 // The endpoints, as errors name them.
@@ -293,6 +302,23 @@ func parseRegisterEnv(b []byte) (env Env, waiting string, ok bool, err error) {
 		return Env{}, "", false, &Error{Endpoint: epRegisterEnv, Status: 200, Msg: fmt.Sprintf("env_id is %d", env.ID)}
 	}
 	return env, "", true, nil
+}
+
+// parseDisconnect reads an answer of POST /disconnect-env.
+func parseDisconnect(b []byte) (known bool, msg string, err error) {
+	raw, err := object(epDisconnectEnv, b)
+	if err != nil {
+		return false, "", err
+	}
+	var status string
+	if err := field(epDisconnectEnv, raw, "status", &status, true); err != nil {
+		return false, "", err
+	}
+	if status == "success" {
+		return true, "", nil
+	}
+	field(epDisconnectEnv, raw, "error", &msg, false)
+	return false, status + ": " + excerpt([]byte(msg)), nil
 }
 
 // parseInfo reads an answer of GET /info.

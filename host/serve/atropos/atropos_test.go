@@ -55,8 +55,13 @@ func TestProtocol(t *testing.T) {
 	if err != nil || latest == nil || latest.Scores[0] != 0.5 || latest.EnvID == nil || *latest.EnvID != 0 {
 		t.Fatalf("latest: %+v %v", latest, err)
 	}
-	if err := c.Disconnect(ctx, env.ID); err != nil || s.Envs()[0].Connected {
-		t.Fatalf("disconnect: %v", err)
+	if known, msg, err := c.Disconnect(ctx, env.ID); err != nil || !known || msg != "" || s.Envs()[0].Connected {
+		t.Fatalf("disconnect: %v %v %q", known, err, msg)
+	}
+	// An env_id the API never gave: server.py disconnect_env (lines
+	// 325-331 at 296a0bc5) answers 200 with the IndexError's text.
+	if known, msg, err := c.Disconnect(ctx, 7); err != nil || known || msg != "failure: list index out of range" {
+		t.Fatalf("disconnect of an unknown env_id: %v %q %v", known, msg, err)
 	}
 	// A large body goes gzipped, as the Python client sends it.
 	big := pair(1)

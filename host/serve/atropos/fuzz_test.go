@@ -19,6 +19,7 @@ func FuzzAnswers(f *testing.F) {
 		`{"current_step": 0, "queue_size": 0, "unallocated_fraction": 1.0, "num_self_sequences_in_queue": 0, "env_weight": 0.5}`,
 		`{"status": "received", "groups_processed": 2}`,
 		`{"status": "buffered", "buffer_size": 1}`,
+		`{"status": "success"}`, `{"status": "failure", "error": "list index out of range"}`,
 		`{"current_step": 1e400}`, `[]`, `null`, `"x"`, ``, `{"status": 5}`,
 	} {
 		f.Add([]byte(s))
@@ -41,6 +42,11 @@ func FuzzAnswers(f *testing.F) {
 		check(err)
 		if err == nil && (st.QueueSize < 0 || st.SelfQueueSize < 0 || st.CurrentStep < 0) {
 			t.Fatalf("negative status taken: %+v", st)
+		}
+		known, msg, err := parseDisconnect(b)
+		check(err)
+		if known && msg != "" {
+			t.Fatalf("known with an error %q", msg)
 		}
 		if ack := parseAck(b); ack.Status == "" {
 			t.Fatal("an ack without a status")

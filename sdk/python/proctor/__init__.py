@@ -36,7 +36,7 @@ import json as _json
 
 ABI_VERSION = 1
 # The ABI's minor version this SDK speaks (abi.Minor).
-ABI_MINOR = 1
+ABI_MINOR = 2
 # This SDK's version; describe reports it as "python SDK_VERSION".
 SDK_VERSION = "0.1.0"
 
@@ -68,8 +68,10 @@ HOOKS = (HOOK_DESCRIBE, HOOK_TASKS, HOOK_PROMPT, HOOK_SANDBOX, HOOK_SETUP, HOOK_
 CLASS_PLUGIN = "plugin"
 CLASS_SETUP = "setup"
 CLASS_VERIFIER = "verifier"
+# A dataset row that cannot be graded as it is (v1.2).
+CLASS_DATASET = "dataset"
 # Every error class of this minor version (abi.Classes).
-CLASSES = (CLASS_PLUGIN, CLASS_SETUP, CLASS_VERIFIER)
+CLASSES = (CLASS_PLUGIN, CLASS_SETUP, CLASS_VERIFIER, CLASS_DATASET)
 
 # Host operations (abi.Op*): what a manifest declares and a run grants.
 OP_EXEC = "sandbox.exec"
@@ -281,6 +283,7 @@ Manifest = _message(
         ("capabilities", [], ""),
         ("optional_capabilities", [], ""),
         ("config_schema", None, ""),
+        ("scoring_keys", [], ""),
     ],
 )
 
@@ -298,6 +301,8 @@ Task = _message(
         ("tags", [], ""),
         ("agent_timeout_sec", 0, ""),
         ("verify_timeout_sec", 0, ""),
+        ("agent_timeout_from", "", ""),
+        ("verify_timeout_from", "", ""),
         ("data", None, ""),
         ("broken", "", ""),
     ],
@@ -353,6 +358,8 @@ SandboxSpec = _message(
         ("pids_max", 0, ""),
         ("disk_mb", 0, ""),
         ("build_timeout_sec", 0, ""),
+        ("build_timeout_from", "", ""),
+        ("build_hint", "", ""),
         ("network", "", ""),
         ("private", [], ""),
     ],
@@ -375,6 +382,7 @@ VerifyResponse = _message(
     [
         ("reward", 0.0, ""),
         ("passed", False, ""),
+        ("failure", "", ""),
         ("scores", {}, ""),
         ("tests", [], [TestResult]),
         ("output", "", ""),
@@ -387,7 +395,7 @@ OracleResponse = _message(
     "OracleResponse",
     "How applying the reference solution went: what it printed (at most MAX_VERIFY_LOG bytes) "
     "and, when it ran to its end, its exit code (None, left out of the JSON, when it did not).",
-    [("output", "", ""), ("exit_code", None, "int")],
+    [("output", "", ""), ("exit_code", None, "int"), ("timed_out", None, "")],
 )
 
 RewardRequest = _message(
@@ -887,10 +895,24 @@ def complete(messages: list) -> ModelResponse:
     return _call(OP_MODEL_COMPLETE, {"messages": msgs}, ModelResponse)
 
 
-def log(level: int, message: str) -> None:
-    """A line in the host's log (LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR)."""
+# The level names log takes, as slog names them.
+_LEVELS = {"debug": LEVEL_DEBUG, "info": LEVEL_INFO, "warn": LEVEL_WARN, "warning": LEVEL_WARN, "error": LEVEL_ERROR}
+
+
+def log(level: int | str, message: str) -> None:
+    """A line in the host's log: log("info", "scored 3 tests"). level is a
+    name ("debug", "info", "warn" or "warning", "error") or one of
+    LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR. proctor shows warn and
+    error by default, debug and info with --log-level."""
+    if isinstance(level, str):
+        name = level
+        level = _LEVELS.get(name.strip().lower())
+        if level is None:
+            raise ValueError(f"log: unknown level {name!r}: want one of {', '.join(_LEVELS)} or a proctor.LEVEL_* number")
+    elif isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"log: level is a name or a proctor.LEVEL_* number, not {type(level).__name__}")
     if _logger is not None:
-        _logger(int(level), str(message))
+        _logger(level, str(message))
 
 
 # ---------------------------------------------------------------- config

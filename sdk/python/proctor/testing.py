@@ -17,7 +17,11 @@ goes through the same JSON encoding and dispatch as in the wasm runtime::
 
 Like the real host, the emulator refuses operations the plugin's manifest
 does not declare (status 3, proctor.DeniedError), so a missing capability
-shows up in the plugin's own tests.
+shows up in the plugin's own tests. And as the WASI runtime does, it
+refuses the plugin's code (its hooks, and its import by load) sockets,
+subprocesses, threads, writing files and reading files other than its own,
+the SDK and the standard library (see proctor._wasi), so a plugin whose
+native tests pass works in the .wasm.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ import tempfile
 import time
 
 import proctor
+from proctor._wasi import confined, unconfined
+
+# The folders of the plugins load imported: what a confined plugin may read
+# besides the SDK and the standard library (the runtime's /app).
+_plugin_dirs = []
 
 _RESPONSES = {
     proctor.HOOK_DESCRIBE: proctor.Manifest,
@@ -70,13 +79,16 @@ def load(path: str):
     name = os.path.splitext(os.path.basename(path))[0]
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    if folder not in _plugin_dirs:
+        _plugin_dirs.append(folder)
     proctor._env = None
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise ImportError(f"load: {path} is not a Python file")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    with confined(_plugin_dirs):
+        spec.loader.exec_module(mod)
     if proctor._env is None:
         raise ImportError(f"load: {path} registered nothing: call proctor.register or proctor.register_reward at import")
     return mod
@@ -93,8 +105,11 @@ def _encode_input(request) -> bytes:
 def call(method: str, request=None):
     """Run one hook with request (a proctor message or a dict, as JSON) and
     return its decoded response (a proctor message; None for setup and
-    teardown). A failed hook raises HookError."""
-    status, out = proctor.handle(method, _encode_input(request))
+    teardown). A failed hook raises HookError. The hook runs confined, as
+    in the runtime (see proctor._wasi)."""
+    data = _encode_input(request)
+    with confined(_plugin_dirs):
+        status, out = proctor.handle(method, data)
     if status != proctor.STATUS_OK:
         try:
             e = json.loads(out)
@@ -227,6 +242,10 @@ class Host:
         return declared
 
     def _op(self, op: str, req: bytes):
+        with unconfined():
+            return self._serve(op, req)
+
+    def _serve(self, op: str, req: bytes):
         self.calls.append(op)
         known = {
             proctor.OP_EXEC: self._exec,

@@ -4,8 +4,14 @@
 # library as one bytecode zip (stdlib.py), from Debian's sources and
 # toolchain only.
 #
-#   bash sdk/python/runtime/build.sh            build unless already built
-#   bash sdk/python/runtime/build.sh --print-dir print the runtime's folder
+#   bash sdk/python/runtime/build.sh              build unless already built
+#   bash sdk/python/runtime/build.sh --background start that build and return
+#   bash sdk/python/runtime/build.sh --print-dir  print the runtime's folder
+#
+# A build holds <cache>/python/.lock: a second build waits for it, and so
+# do the tests and `proctor plugin build` that need the runtime
+# (sdk/python's LoadRuntime), so a background build (its log in
+# <cache>/python/build.log) can run while the rest of a test suite does.
 #
 # The result goes to <cache>/python/<version>-<digest of this folder>/
 # (python.wasm, python313.zip, build-info.json), where <cache> is
@@ -20,16 +26,21 @@
 # python3.13 source package (Debian's patches are not applied), zlib from
 # bookworm, clang/lld/llvm 19 and the wasm32 compiler-rt from bookworm,
 # wasi-libc from bookworm-backports. A native CPython of the same version,
-# built from the same tarball, is the build Python. JOBS (default 2) sets
-# make's parallelism.
+# unpacked from trixie's python3.13 packages, is the build Python.
+# configure takes its known answers from wasi-config.site. JOBS (default:
+# the number of cores) sets make's parallelism.
 set -euo pipefail
 
 PY_VERSION=3.13.5
 PY_ORIG_SHA256=93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640
 ZLIB_SOURCE=zlib/bookworm
+# The build Python: Debian's python3.13 of the same version, and the C
+# library it was built for.
+BUILD_PYTHON=(python3.13-minimal/trixie libpython3.13-minimal/trixie libpython3.13-stdlib/trixie libc6/trixie
+  zlib1g/trixie libexpat1/trixie)
 TOOLCHAIN=(clang-19 libclang-cpp19 libllvm19 libclang-common-19-dev llvm-19-linker-tools libclang1-19
   libclang-rt-19-dev-wasm32 lld-19 llvm-19 wasi-libc/bookworm-backports)
-JOBS=${JOBS:-2}
+JOBS=${JOBS:-$(nproc)}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -56,16 +67,32 @@ if done_already; then
   exit 0
 fi
 mkdir -p "$cache"
-exec 9>"$cache/.lock"
-if ! flock -n 9; then
-  echo "python runtime: waiting for another build on this machine" >&2
-  flock 9
-fi
+case "${1:-}" in
+--background)
+  exec 9>"$cache/.lock"
+  if ! flock -n 9; then
+    echo "python runtime: a build is under way on this machine (log: $cache/build.log)"
+    exit 0
+  fi
+  # The build inherits the lock (fd 9) and holds it until it ends.
+  setsid bash "${BASH_SOURCE[0]}" --locked </dev/null >"$cache/build.log" 2>&1 &
+  echo "python runtime: building in the background (log: $cache/build.log)"
+  exit 0
+  ;;
+--locked) ;; # started by --background, which took the lock
+*)
+  exec 9>"$cache/.lock"
+  if ! flock -n 9; then
+    echo "python runtime: waiting for another build on this machine" >&2
+    flock 9
+  fi
+  ;;
+esac
 if done_already; then
   echo "python runtime: $out (built meanwhile)"
   exit 0
 fi
-for tool in apt-get dpkg-deb flock make gcc sha256sum tar xz bzip2; do
+for tool in apt-get dpkg-deb flock make sha256sum tar xz bzip2; do
   command -v "$tool" >/dev/null || { echo "python runtime: $tool is missing: install it (apt-get install $tool)" >&2; exit 1; }
 done
 start=$(date +%s)
@@ -89,13 +116,14 @@ cat >"$apt/sources.list" <<EOF
 deb $mirror bookworm main
 deb $mirror bookworm-updates main
 deb $mirror bookworm-backports main
+deb $mirror trixie main
 deb-src $mirror bookworm main
 deb-src $mirror trixie main
 EOF
 cat >"$apt/apt.conf" <<EOF
 Dir::Etc::SourceList "$apt/sources.list";
 Dir::Etc::SourceParts "$apt/parts";
-Dir::Etc::Preferences "$apt/parts/none";
+Dir::Etc::Preferences "$apt/preferences";
 Dir::Etc::PreferencesParts "$apt/parts";
 Dir::State::Lists "$apt/lists";
 Dir::Cache "$apt";
@@ -103,43 +131,68 @@ Dir::Cache::archives "$apt/archives";
 Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
+# trixie only for what names it (the build Python): the toolchain is bookworm's.
+cat >"$apt/preferences" <<EOF
+Package: *
+Pin: release n=trixie
+Pin-Priority: 100
+EOF
 [ "$(id -u)" = 0 ] && echo 'APT::Sandbox::User "root";' >>"$apt/apt.conf"
 export APT_CONFIG=$apt/apt.conf
 log "apt lists from the machine's mirror"
 apt-get update -qq
 
 dl=$cache/downloads
+# The sources, the toolchain and the build Python download side by side.
+log "downloading the sources, the toolchain and the build Python"
 py_orig=$dl/python3.13_$PY_VERSION.orig.tar.xz
-if ! echo "$PY_ORIG_SHA256  $py_orig" | sha256sum -c --status 2>/dev/null; then
+download_cpython() {
+  echo "$PY_ORIG_SHA256  $py_orig" | sha256sum -c --status 2>/dev/null && return
+  local version
   version=$(apt-cache showsrc python3.13 | awk -v want="$PY_VERSION" '$1 == "Version:" && index($2, want "-") == 1 { print $2; exit }')
   if [ -z "$version" ]; then
     echo "python runtime: the mirror has no python3.13 $PY_VERSION source package: change PY_VERSION and PY_ORIG_SHA256 in $here/build.sh to the version it has (apt-cache showsrc python3.13)" >&2
-    exit 1
+    return 1
   fi
   (cd "$dl" && apt-get source -qq --download-only "python3.13=$version" >/dev/null)
-fi
+}
+zlib_orig() { ls "$dl"/zlib_*.orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -n1 || true; }
+download_zlib() {
+  [ -n "$(zlib_orig)" ] || (cd "$dl" && apt-get source -qq --download-only "$ZLIB_SOURCE" >/dev/null)
+}
+# The candidates of today, freshly: a toolchain folder per set of versions,
+# and a build Python folder per set of versions.
+debs=$dl/debs
+pydebs=$dl/build-python-debs
+rm -rf "$debs" "$pydebs" && mkdir -p "$debs" "$pydebs"
+pids=()
+download_cpython & pids+=($!)
+download_zlib & pids+=($!)
+(cd "$debs" && apt-get download -qq "${TOOLCHAIN[@]}" >/dev/null) & pids+=($!)
+(cd "$pydebs" && apt-get download -qq "${BUILD_PYTHON[@]}" >/dev/null) & pids+=($!)
+for pid in "${pids[@]}"; do
+  wait "$pid"
+done
 if ! echo "$PY_ORIG_SHA256  $py_orig" | sha256sum -c --status; then
   echo "python runtime: $py_orig is not the CPython $PY_VERSION tarball the recipe pins (sha256 $PY_ORIG_SHA256)" >&2
   exit 1
 fi
-zlib_orig() { ls "$dl"/zlib_*.orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -n1 || true; }
-if [ -z "$(zlib_orig)" ]; then
-  (cd "$dl" && apt-get source -qq --download-only "$ZLIB_SOURCE" >/dev/null)
-fi
 zlib_orig=$(zlib_orig)
 
 # --- the toolchain, unpacked (not installed) --------------------------------
-# The candidates of today, freshly: a toolchain folder per set of versions.
-debs=$dl/debs
-rm -rf "$debs" && mkdir -p "$debs"
-(cd "$debs" && apt-get download -qq "${TOOLCHAIN[@]}" >/dev/null)
+# unpack DIR DEB...: the packages' files in DIR, afresh.
+unpack() {
+  local dir=$1 deb
+  shift
+  rm -rf "$dir" && mkdir -p "$dir"
+  for deb in "$@"; do
+    dpkg-deb -x "$deb" "$dir"
+  done
+}
 tc=$cache/toolchain-$(cd "$debs" && LC_ALL=C ls | sha256sum | cut -c1-12)
 if [ ! -x "$tc/usr/lib/llvm-19/bin/clang" ]; then
   log "unpacking the toolchain"
-  rm -rf "$tc.tmp" && mkdir -p "$tc.tmp"
-  for deb in "$debs"/*.deb; do
-    dpkg-deb -x "$deb" "$tc.tmp"
-  done
+  unpack "$tc.tmp" "$debs"/*.deb
   # A sysroot of wasi-libc alone.
   mkdir -p "$tc.tmp/sysroot/include" "$tc.tmp/sysroot/lib"
   ln -s ../../usr/include/wasm32-wasi "$tc.tmp/sysroot/include/wasm32-wasi"
@@ -161,19 +214,28 @@ mkdir -p "$work"
 # /cpython, and the date is fixed.
 export SOURCE_DATE_EPOCH=1751328000
 
-# --- the native build Python -------------------------------------------------
-native=$cache/native-$PY_VERSION
-if [ ! -f "$native/.complete" ]; then
-  log "building the native CPython $PY_VERSION (the build Python; once per machine)"
-  rm -rf "$native"
-  mkdir -p "$work/native"
-  tar -xJf "$py_orig" -C "$work/native" --strip-components=1
-  (cd "$work/native" && ./configure -q --prefix="$native" >"$work/native.log" 2>&1 &&
-    make -s -j"$JOBS" >>"$work/native.log" 2>&1 && make -s install >>"$work/native.log" 2>&1) ||
-    { tail -n 30 "$work/native.log" >&2; echo "python runtime: the native build failed; its log: $work/native.log" >&2; exit 1; }
-  touch "$native/.complete"
+# --- the build Python --------------------------------------------------------
+# The cross build needs a CPython of its exact version to freeze modules and
+# compile the standard library. Debian's own (trixie's python3.13, unpacked
+# with trixie's C library, whose loader runs it) takes seconds where
+# compiling one took most of this script's time. The bytecode it writes is
+# the same as a CPython built from the tarball writes.
+native=$cache/build-python-$(cd "$pydebs" && LC_ALL=C ls | sha256sum | cut -c1-12)
+if [ ! -x "$native/bin/python3.13" ]; then
+  log "unpacking Debian's python3.13 (the build Python)"
+  unpack "$native.tmp" "$pydebs"/*.deb
+  mkdir -p "$native.tmp/bin"
+  loader=$(cd "$native.tmp" && ls usr/lib/*-linux-gnu*/ld-linux*.so.* | head -n1)
+  printf '#!/bin/sh\nd=$(cd "$(dirname "$0")/.." && pwd)\nexec "$d/%s" --library-path "$d/%s" "$d/usr/bin/python3.13" "$@"\n' \
+    "$loader" "$(dirname "$loader")" >"$native.tmp/bin/python3.13"
+  chmod +x "$native.tmp/bin/python3.13"
+  rm -rf "$native" && mv "$native.tmp" "$native"
 fi
-"$native/bin/python3.13" -c 'import sys; assert sys.version.startswith("'"$PY_VERSION"'"), sys.version'
+build_python=$("$native/bin/python3.13" -c 'import sys; print(sys.version.split()[0])')
+if [ "$build_python" != "$PY_VERSION" ]; then
+  echo "python runtime: Debian's python3.13 is $build_python, the recipe builds $PY_VERSION: set PY_VERSION and PY_ORIG_SHA256 in $here/build.sh to the version the mirror has (apt-cache showsrc python3.13)" >&2
+  exit 1
+fi
 
 # --- zlib for wasm ----------------------------------------------------------
 log "zlib for wasm32-wasi"
@@ -198,7 +260,14 @@ mkdir -p "$src/builddir/wasi" "$work/pkgconfig"
   export CC="$wasi_cc" CPP="$wasi_cc -E" AR="$llvm/llvm-ar" RANLIB="$llvm/llvm-ranlib"
   export CFLAGS="-O2 -ffile-prefix-map=$src=/cpython"
   export ZLIB_CFLAGS="-I$work/zlib/include" ZLIB_LIBS="-L$work/zlib/lib -lz"
+  # configure's known answers for this toolchain (wasi-config.site says
+  # how they were made), unless told to find them all again.
   export CONFIG_SITE=../../Tools/wasm/config.site-wasm32-wasi
+  if [ -z "${PROCTOR_PYTHON_FULL_CONFIGURE:-}" ] && grep -qx "# toolchain ${tc##*/toolchain-}" "$here/wasi-config.site"; then
+    CONFIG_SITE="$CONFIG_SITE $here/wasi-config.site"
+  else
+    log "configure checks everything: the toolchain is not the one of wasi-config.site"
+  fi
   # wazero refuses absolute-time waits: time.sleep must use nanosleep.
   export ac_cv_func_clock_nanosleep=no ac_cv_lib_rt_clock_nanosleep=no
   # mimalloc, unused by this build (it allocates with libc's malloc), would
@@ -230,17 +299,24 @@ rm -rf "$stage" && mkdir -p "$stage"
 log "compiling the standard library"
 "$native/bin/python3.13" "$here/stdlib.py" "$src/Lib" "$src/builddir/wasi/$(cat "$src/builddir/wasi/pybuilddir.txt")" "$stage/python313.zip" >&2
 
+# The .deb files of the packages named, as a JSON list's items.
+debs_of() {
+  local dir=$1 p
+  shift
+  (cd "$dir" && for p in "$@"; do ls "${p}"_*.deb | LC_ALL=C sort | tail -n1; done | sed 's/.*/"&"/' | paste -sd, -)
+}
 {
   echo "{"
   echo "  \"cpython\": \"$PY_VERSION\","
   echo "  \"cpython_orig_sha256\": \"$PY_ORIG_SHA256\","
   echo "  \"zlib\": \"$(basename "$zlib_orig")\","
-  echo "  \"toolchain\": [$(cd "$debs" && for p in "${TOOLCHAIN[@]%%/*}"; do ls "${p}"_*.deb | LC_ALL=C sort | tail -n1; done | sed 's/.*/"&"/' | paste -sd, -)],"
+  echo "  \"toolchain\": [$(debs_of "$debs" "${TOOLCHAIN[@]%%/*}")],"
+  echo "  \"build_python\": [$(debs_of "$pydebs" "${BUILD_PYTHON[@]%%/*}")],"
   echo "  \"recipe\": \"$(basename "$out")\","
   echo "  \"python.wasm_sha256\": \"$(sha256sum "$stage/python.wasm" | cut -d' ' -f1)\","
   echo "  \"python313.zip_sha256\": \"$(sha256sum "$stage/python313.zip" | cut -d' ' -f1)\""
   echo "}"
 } >"$stage/build-info.json"
 rm -rf "$out" && mv "$stage" "$out"
-rm -rf "$work"
+[ -n "${PROCTOR_PYTHON_KEEP_WORK:-}" ] || rm -rf "$work"
 log "built $out: python.wasm $(stat -c %s "$out/python.wasm") bytes, python313.zip $(stat -c %s "$out/python313.zip") bytes"

@@ -61,7 +61,7 @@ class TestDispatch(unittest.TestCase):
 
     def test_requests_and_responses(self):
         status, out = call_raw("tasks.load", {"config": {"k": [1]}})
-        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "data": {"n": 1}, "broken": ""}], "skipped": []}))
+        self.assertEqual((status, out), (0, {"tasks": [{"id": "a", "category": "", "difficulty": "", "tags": [], "agent_timeout_sec": 0, "verify_timeout_sec": 0, "agent_timeout_from": "", "verify_timeout_from": "", "data": {"n": 1}, "broken": ""}], "skipped": []}))
         self.assertEqual(self.env.seen[-1], {"k": [1]})
 
         req = {"task": {"id": "a", "data": {"n": 1}, "new_field": 1}, "config": None, "rollout_id": "a#0", "seed": 7, "unknown": True}
@@ -653,3 +653,87 @@ class TestEmulatedPrivateFolders(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def expected_refusals():
+    """What the probe plugin's attempts give in the WASI runtime, which the
+    Go tests check there (sdk/python/testdata/confined/expect.json)."""
+    with open(os.path.join(HERE, "..", "testdata", "confined", "expect.json")) as f:
+        return json.load(f)
+
+
+class TestEmulatorRefusesWhatTheRuntimeRefuses(unittest.TestCase):
+    """A plugin's native test passes only where the .wasm works: sockets,
+    subprocesses, threads, writing files and reading the machine's fail in
+    hooks as they fail in the runtime; its own files and the standard
+    library read as there."""
+
+    def setUp(self):
+        testing.load(os.path.join(HERE, "..", "testdata", "confined"))
+        self.host = testing.Host().install()
+        self.addCleanup(self.host.close)
+
+    def test_each_attempt_fails_as_in_the_runtime(self):
+        for how, want in expected_refusals().items():
+            with self.subTest(how):
+                try:
+                    resp = self.host.call("reward.score", {"task": {"id": how}})
+                    got = f"ok {resp.reward:g}"
+                except testing.HookError as e:
+                    got = e.message
+                self.assertEqual(got, want if want.startswith("ok") else f"{how}: {want}")
+
+    def test_nothing_was_written(self):
+        self.test_each_attempt_fails_as_in_the_runtime()
+        self.assertFalse(os.path.exists(os.path.join(HERE, "..", "testdata", "confined", "made")))
+
+    def test_the_emulators_own_operations_are_not_confined(self):
+        # sandbox.exec runs bash, and threads start again once the hook ended.
+        testing.load(os.path.join(HERE, "..", "testdata", "confined"))
+        import threading
+
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+
+    def test_import_is_confined_too(self):
+        # The runtime imports a plugin once, when it is built, under the
+        # same limits as its hooks.
+        with open(os.path.join(self.host.root, "plugin.py"), "w") as f:
+            f.write("import proctor\nopen('/etc/passwd').read()\n")
+        with self.assertRaisesRegex(FileNotFoundError, "/etc/passwd .*a plugin sees only its own files"):
+            testing.load(self.host.root)
+
+
+class Logger:
+    def manifest(self):
+        return proctor.Manifest(name="logger", version="0")
+
+    def score(self, r):
+        proctor.log("info", "by name")
+        proctor.log("WARNING", "any case")
+        proctor.log(proctor.LEVEL_ERROR, "by number")
+        try:
+            proctor.log("loud", "no such level")
+        except ValueError as e:
+            proctor.log("debug", str(e))
+        return proctor.RewardResponse(reward=1)
+
+
+class TestLogLevels(unittest.TestCase):
+    def test_names_and_numbers(self):
+        proctor.register_reward(Logger())
+        with testing.Host() as host:
+            host.call("reward.score", {})
+        self.assertEqual(
+            host.logs,
+            [
+                (proctor.LEVEL_INFO, "by name"),
+                (proctor.LEVEL_WARN, "any case"),
+                (proctor.LEVEL_ERROR, "by number"),
+                (proctor.LEVEL_DEBUG, "log: unknown level 'loud': want one of debug, info, warn, warning, error or a proctor.LEVEL_* number"),
+            ],
+        )

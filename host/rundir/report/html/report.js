@@ -165,6 +165,25 @@
       el('summary', null, el('pre', { class: 'preview' }, preview), 'show all ' + all.length + ' lines (' + s.length + ' characters)'),
       el('pre', null, s));
   }
+  // ends shows a long text by its first and last lines, the lines between
+  // marked as left out, and the whole text when opened.
+  function ends(s, lines) {
+    s = text(s);
+    const all = s.split('\n');
+    if (all.length <= 2 * lines && s.length <= 8000) return el('pre', null, s);
+    const head = all.slice(0, lines).join('\n').slice(0, 2000);
+    const tail = all.slice(-lines).join('\n').slice(-6000);
+    const cut = all.length - 2 * lines;
+    return el('details', { class: 'clip' },
+      el('summary', null, el('pre', { class: 'preview' }, head + '\n[… ' + cut + ' lines left out …]\n' + tail), 'show all ' + all.length + ' lines (' + s.length + ' characters)'),
+      el('pre', null, s));
+  }
+  // logLink links a file of the run directory by its relative name
+  // (verifier/<rollout>.txt); anything else is shown as text.
+  function logLink(name) {
+    if (typeof name !== 'string' || !/^verifier\/[^/\\]+$/.test(name)) return text(name == null ? '' : name);
+    return el('a', { href: 'verifier/' + encodeURIComponent(name.slice('verifier/'.length)), type: 'text/plain' }, name);
+  }
   function facts(pairs) {
     const dl = el('dl', { class: 'facts' });
     for (const [k, v] of pairs) if (v !== undefined && v !== null && v !== '') dl.append(el('dt', null, k), el('dd', null, String(v)));
@@ -208,7 +227,7 @@
       ['stop reason', rec.stop_reason], ['turns', rec.turns], ['tokens', (u.prompt_tokens || 0) + ' in, ' + (u.completion_tokens || 0) + ' out'],
       ['cost', rec.cost_usd ? '$' + rec.cost_usd.toFixed(4) : ''], ['seconds', r.dur.toFixed(2)], ['attempt', rec.attempt], ['try', rec.try],
       ['category', rec.category], ['difficulty', rec.difficulty], ['image', rec.image], ['seed', d.seed], ['transcript', rec.transcript],
-      ['network', rec.network], ['network withheld', rec.network_withheld], ['reward from', rec.reward_source], ['verifier log', rec.verifier_log]]));
+      ['network', rec.network], ['network withheld', rec.network_withheld], ['reward from', rec.reward_source]]));
     if (rec.error) out.push(el('h3', null, 'Error'), el('pre', null, text(rec.error)));
     if (rec.tests && rec.tests.length) {
       const tb = el('tbody');
@@ -225,7 +244,11 @@
       }
       out.push(el('h3', null, 'Stacked rewards (reward = weighted sum)'), el('table', { class: 'tests' }, el('thead', null, el('tr', null, el('th', null, 'reward'), el('th', null, 'weight'), el('th', null, 'value'), el('th', null, 'details'))), tb));
     }
-    if (rec.verifier_output) out.push(el('h3', null, 'Verifier output'), clip(rec.verifier_output, 12));
+    if (rec.verifier_output || rec.verifier_log) {
+      out.push(el('h3', null, 'Verifier output'));
+      if (rec.verifier_log) out.push(el('p', null, 'the whole output: ', logLink(rec.verifier_log)));
+      if (rec.verifier_output) out.push(ends(rec.verifier_output, 12));
+    }
 
     out.push(el('h3', null, 'Trajectory'));
     if (d.transcript_error) out.push(el('p', { class: 'banner' }, 'transcript unreadable: ' + d.transcript_error));

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -271,5 +272,67 @@ func TestFaults(t *testing.T) {
 	}
 	if m := mustJSON200(t, call(t, s, "GET", "/info", "")); m["batch_size"] != json.Number("-1") {
 		t.Errorf("after a restart the trainer is still there: %v", m)
+	}
+}
+
+// TestStrandedByMinimum pins what strands a trainer, answer by answer as
+// Atropos' server gave them (atroposlib at 296a0bc5, run unchanged, the
+// same calls): an environment with a min_batch_allocation that has
+// nothing queued stops every batch (server.py get_batch lines 371-379,
+// utils.py lines 207-210) until it is disconnected; /disconnect-env of
+// an unknown env_id answers a failure with HTTP 200 (server.py 325-331);
+// /status-env answers for a disconnected environment, and 500 for an
+// unknown env_id (IndexError, line 480) or when none is connected
+// (ZeroDivisionError, line 484).
+func TestStrandedByMinimum(t *testing.T) {
+	s := New(t)
+	tr := s.Trainer()
+	if _, err := tr.Register(TrainerConfig{BatchSize: 4, MaxTokenLen: 64, NumSteps: 100, SaveEvery: 10, CheckpointDir: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	const reg = `{"max_token_length": 64, "desired_name": "rl", "weight": 1, "group_size": 2, "min_batch_allocation": 0.5}`
+	if m := mustJSON200(t, call(t, s, "POST", "/register-env", reg)); m["status"] != "wait for trainer to start" || len(m) != 1 {
+		t.Fatalf("before the first batch: %v", m)
+	}
+	tr.Batch()
+	for i, name := range []string{"rl_0", "rl_1"} {
+		if m := mustJSON200(t, call(t, s, "POST", "/register-env", reg)); m["env_id"] != json.Number(fmt.Sprint(i)) || m["wandb_name"] != name {
+			t.Fatalf("registration %d: %v", i, m)
+		}
+	}
+	if a := call(t, s, "GET", "/status-env", `{"env_id": 5}`); a.code != 500 || a.body != "Internal Server Error" {
+		t.Errorf("unknown env_id: %d %q", a.code, a.body)
+	}
+	for range 2 {
+		if m := mustJSON200(t, call(t, s, "POST", "/scored_data", strings.Replace(groupJSON("[[1,2],[3,4]]"), `"env_id": 0`, `"env_id": 1`, 1))); m["status"] != "received" {
+			t.Fatalf("scored_data: %v", m)
+		}
+	}
+	if b, err := tr.Batch(); err != nil || b != nil {
+		t.Fatalf("a batch while env 0, with a minimum, has nothing queued: %v %v", b, err)
+	}
+	number := func(m map[string]any, k string) float64 { f, _ := m[k].(json.Number).Float64(); return f }
+	m := mustJSON200(t, call(t, s, "GET", "/status-env", `{"env_id": 1}`))
+	if number(m, "queue_size") != 2 || number(m, "self_queue_size") != 2 || number(m, "unallocated_fraction") != 0 || number(m, "env_weight") != 0.5 || number(m, "current_step") != 0 {
+		t.Errorf("status of env 1: %v", m)
+	}
+	if m := mustJSON200(t, call(t, s, "POST", "/disconnect-env", `{"env_id": 0}`)); m["status"] != "success" {
+		t.Fatalf("disconnect: %v", m)
+	}
+	if b, err := tr.Batch(); err != nil || len(b) != 2 {
+		t.Fatalf("after the disconnect: %v %v, want a batch of env 1's two groups", b, err)
+	}
+	if m := mustJSON200(t, call(t, s, "POST", "/disconnect-env", `{"env_id": 9}`)); m["status"] != "failure" || m["error"] != "list index out of range" {
+		t.Errorf("disconnect of an unknown env_id: %v", m)
+	}
+	m = mustJSON200(t, call(t, s, "GET", "/status-env", `{"env_id": 0}`))
+	if number(m, "current_step") != 1 || number(m, "unallocated_fraction") != 0.5 || number(m, "env_weight") != 1 {
+		t.Errorf("status of disconnected env 0: %v", m)
+	}
+	mustJSON200(t, call(t, s, "POST", "/disconnect-env", `{"env_id": 1}`))
+	for _, id := range []string{"1", "-1"} {
+		if a := call(t, s, "GET", "/status-env", `{"env_id": `+id+`}`); a.code != 500 {
+			t.Errorf("status of env %s with none connected: %d %q, want 500", id, a.code, a.body)
+		}
 	}
 }

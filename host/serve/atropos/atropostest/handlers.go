@@ -9,14 +9,18 @@ import (
 
 // The handlers of server.py, one per route, with s.mu held (FastAPI runs
 // them one at a time on its event loop). A Python exception is errServer
-// (500); a pydantic error is a *validationError (422).
+// (500); a pydantic error is a *validationError (422). Line numbers are
+// those of atroposlib/api/server.py and utils.py at commit 296a0bc5; the
+// answers of the registration states, of /status-env for an unknown
+// env_id and of a minimum allocation with nothing queued were checked
+// against that server, run unchanged (TestStrandedByMinimum).
 
 func (s *Server) root([]byte) (any, error) {
 	return map[string]string{"message": "AtroposLib API"}, nil
 }
 
-// register is server.py register: the first trainer sets the state up;
-// every caller gets a fresh uuid.
+// register is server.py register (lines 256-279): the first trainer sets
+// the state up; every caller gets a fresh uuid.
 func (s *Server) register(b []byte) (any, error) {
 	m, err := body(b, registration)
 	if err != nil {
@@ -37,8 +41,12 @@ func (s *Server) register(b []byte) (any, error) {
 	return map[string]any{"uuid": st.requesters[len(st.requesters)-1]}, nil
 }
 
-// registerEnv is server.py register_env_url: "wait for trainer to start"
-// until the trainer's first /batch, then a new env_id per call.
+// registerEnv is server.py register_env_url (lines 282-322): "wait for
+// trainer to start" until the trainer's first /batch (285-288), then a
+// new env_id per call, its place in the list (300), and the name
+// desired_name_N, N counting the environments of that name before it
+// (296-299). Nothing is ever taken out of the list: an environment that
+// registers again is a new one, and the old one stays connected.
 func (s *Server) registerEnv(b []byte) (any, error) {
 	m, err := body(b, registerEnv)
 	if err != nil {
@@ -71,8 +79,9 @@ func (s *Server) registerEnv(b []byte) (any, error) {
 		"num_steps": st.numSteps}, nil
 }
 
-// disconnectEnv is server.py disconnect_env: failures are answered, not
-// raised.
+// disconnectEnv is server.py disconnect_env (lines 325-331): failures
+// are answered, not raised: an unknown env_id is HTTP 200 {"status":
+// "failure", "error": "list index out of range"}.
 func (s *Server) disconnectEnv(b []byte) (any, error) {
 	m, err := body(b, envIdentifier)
 	if err != nil {
@@ -93,7 +102,8 @@ func (s *Server) wandbInfo([]byte) (any, error) {
 	return map[string]any{"group": s.st.wandbGroup, "project": s.st.wandbProject}, nil
 }
 
-// info is server.py info: -1, -1 until the trainer registers.
+// info is server.py info (lines 342-350): -1, -1 until the trainer
+// registers.
 func (s *Server) info([]byte) (any, error) {
 	if !s.st.hasBatch || !s.st.hasMaxTok {
 		return map[string]int{"batch_size": -1, "max_token_len": -1}, nil
@@ -101,7 +111,8 @@ func (s *Server) info([]byte) (any, error) {
 	return map[string]int{"batch_size": s.st.batchSize, "max_token_len": s.st.maxTokenLen}, nil
 }
 
-// batch is server.py get_batch: the first call marks the trainer started;
+// batch is server.py get_batch (lines 353-408): the first call marks the
+// trainer started (363-364);
 // a batch is exactly batch_size sequences; every batch that can be made
 // is cut at once, the step advances by their number, and they are handed
 // out last first.
@@ -280,7 +291,8 @@ func (s *Server) status([]byte) (any, error) {
 	return map[string]int{"current_step": s.st.step, "queue_size": len(s.st.queue)}, nil
 }
 
-// statusEnv is server.py get_status_env: the queue as the environment
+// statusEnv is server.py get_status_env (lines 471-580): the queue as the
+// environment
 // env_id should count it (its own sequences, and what other environments
 // have beyond their minimum allocations, in packs of the largest group
 // size), in groups of its group size; the group size it registered grows
@@ -292,7 +304,7 @@ func (s *Server) statusEnv(b []byte) (any, error) {
 	}
 	st := &s.st
 	if !st.hasEnvs {
-		return nil, errServer
+		return nil, errServer // AttributeError at line 476: no trainer registered since the start
 	}
 	envID := intOf(m["env_id"])
 	total := 0.0
@@ -301,14 +313,15 @@ func (s *Server) statusEnv(b []byte) (any, error) {
 			total += float64(e.MaxContextLen) * math.Max(0, e.Weight)
 		}
 	}
+	// It answers for a disconnected environment as for any other.
 	i, ok := pyIndex(envID, len(st.envs))
 	if !ok {
-		return nil, errServer // IndexError
+		return nil, errServer // IndexError at line 480: the API does not hold env_id
 	}
 	me := st.envs[i]
 	groupSize := me.GroupSize
 	if total == 0 {
-		return nil, errServer // ZeroDivisionError
+		return nil, errServer // ZeroDivisionError at line 484: no environment connected
 	}
 	weight := math.Max(0.01, float64(me.MaxContextLen)*me.Weight/total)
 	minTotal := 0.0

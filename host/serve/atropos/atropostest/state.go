@@ -157,9 +157,12 @@ func grabExact(queue []group, batchSize int) ([]group, []group) {
 	return batch, without(queue, taken)
 }
 
-// grabWithMinimums is utils.py grab_batch_with_minimum_allocations: a
-// batch that first gives each environment with a min_batch_allocation its
-// share of packable groups, then fills up in queue order.
+// grabWithMinimums is utils.py grab_batch_with_minimum_allocations
+// (lines 144-279): a batch that first gives each connected environment
+// with a min_batch_allocation its share of packable groups, then fills up
+// in queue order. While one of them has nothing queued (lines 207-210),
+// or nothing packable (211-214), there is no batch at all: an environment
+// registered and never disconnected strands the trainer.
 func grabWithMinimums(queue []group, batchSize int, envs []env) ([]group, []group) {
 	if len(queue) == 0 {
 		return nil, queue

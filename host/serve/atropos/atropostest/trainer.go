@@ -30,7 +30,9 @@ type TrainerConfig struct {
 
 // Trainer returns a trainer of the API.
 func (s *Server) Trainer() *Trainer {
-	return &Trainer{url: s.URL(), http: &http.Client{Timeout: 10 * time.Second}}
+	// Its own connections, as a trainer's process has: none left open
+	// to an API that restarted since.
+	return &Trainer{url: s.URL(), http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}}
 }
 
 // Register registers the trainer (POST /register) and returns its uuid,
