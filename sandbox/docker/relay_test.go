@@ -42,7 +42,7 @@ func TestRelay(t *testing.T) {
 	sb := start(t, be, sandbox.Spec{})
 	l, port := serveRelay(t, sb, "relayed")
 	ctx := context.Background()
-	r, err := sb.Agent().Exec(ctx, `exec 3<>/dev/tcp/127.0.0.1/`+port+`; printf 'GET / HTTP/1.0\r\n\r\n' >&3; cat <&3; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`, sandbox.ExecOptions{Timeout: time.Minute})
+	r, err := sb.Agent().Exec(ctx, `exec 3<>/dev/tcp/127.0.0.1/`+port+`; printf 'GET / HTTP/1.0\r\n\r\n' >&3; cat <&3; echo; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`, sandbox.ExecOptions{Timeout: time.Minute})
 	if err != nil || !strings.Contains(r.Stdout, "\r\n\r\nrelayed") || !strings.HasSuffix(strings.TrimSpace(r.Stdout), "relayed\nlo") {
 		t.Fatalf("through the relay: %v %q %q", err, r.Stdout, r.Stderr)
 	}
