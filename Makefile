@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden tmux test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down
+.PHONY: help build plugins warden tmux test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -75,6 +75,12 @@ k8s-up: base-image ## start a local single-node Kubernetes cluster (as root; see
 
 k8s-down: ## stop the local Kubernetes cluster, leaving nothing running or mounted
 	@bash scripts/k8s.sh down
+
+agents: base-image ## install the bundled installed agents' pinned CLIs from npm into layers over the test image (once; the tests then run offline)
+	PROCTOR_INSTALL_AGENTS=1 $(GO) test -run '^TestInstallAgents$$' -count=1 -timeout 30m -v ./cmd/proctor
+
+test-agents: agents plugins warden ## the real-CLI tests of installed agents (Claude Code, Codex, Gemini CLI, OpenCode), a missing CLI failing
+	PROCTOR_REQUIRE_AGENTS=1 PROCTOR_REQUIRE_DOCKER=1 $(GO) test -run '^TestInstalledAgent' -count=1 -timeout 40m ./cmd/proctor
 
 test: fixture-images plugins warden test-tools python-runtime-background tmux ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...

@@ -68,6 +68,9 @@ func (u Usage) Add(v Usage) Usage {
 type Reply struct {
 	Message Message
 	Usage   Usage
+	// FinishReason is why the model stopped, as the endpoint said
+	// ("stop", "tool_calls", "length"); "" when it did not say.
+	FinishReason string
 	// Logprobs keeps the endpoint's logprobs object as it came.
 	Logprobs json.RawMessage
 	// PromptTokenIDs, CompletionTokenIDs and CompletionLogprobs are what
@@ -77,9 +80,6 @@ type Reply struct {
 	PromptTokenIDs     []int
 	CompletionTokenIDs []int
 	CompletionLogprobs []float64
-	// FinishReason is why the model stopped ("stop", "length",
-	// "tool_calls"), as the endpoint says; "" when it does not.
-	FinishReason string
 }
 
 // Model is one chat completion.
@@ -152,11 +152,16 @@ type Trajectory struct {
 	// Oracle is what the oracle agent's reference solution printed.
 	Oracle *OracleRun `json:"oracle,omitempty"`
 	// ToolSchemas are the tools the model was offered when they are not
-	// proctor's own (Tools names those): mini-swe-agent's bash.
+	// proctor's own (Tools names those): mini-swe-agent's bash, an
+	// installed agent's, as its requests declared them.
 	ToolSchemas []Schema `json:"tool_schemas,omitempty"`
 	// Submission is what an agent that submits (mini-swe-agent) handed
 	// in: its patch, as the reference records it.
 	Submission *string `json:"submission,omitempty"`
+	// SideCalls counts an installed agent's model calls outside its main
+	// conversation (a title, a summary: calls without tools): their usage
+	// is in Usage, not in Turns.
+	SideCalls int `json:"side_calls,omitempty"`
 }
 
 // Transcript is what a run directory keeps of one rollout's agent
@@ -233,11 +238,7 @@ func NewTurn(i int, reply Reply, secs float64, prev []int) (Turn, []int) {
 	if reply.CompletionLogprobs == nil {
 		t.Logprobs = reply.Logprobs
 	}
-	if len(reply.PromptTokenIDs) > 0 {
-		sharePrefix(&t, prev)
-		prev = append(slices.Clone(reply.PromptTokenIDs), reply.CompletionTokenIDs...)
-	}
-	return t, prev
+	return t, ShareIDs(&t, prev)
 }
 
 // sharePrefix stores a call's prompt ids as the part that does not repeat
@@ -253,6 +254,19 @@ func sharePrefix(t *Turn, prev []int) {
 		}
 	}
 	t.PromptPrefix, t.PromptTokenIDs = len(prev), p[len(prev):]
+}
+
+// ShareIDs stores a call's token ids in t as the loop does: its prompt
+// ids as the part that does not repeat prev, the previous call's prompt
+// and completion ids. It returns what the next call's prev is (prev
+// itself when t has no prompt ids).
+func ShareIDs(t *Turn, prev []int) []int {
+	if len(t.PromptTokenIDs) == 0 {
+		return prev
+	}
+	next := append(slices.Clone(t.PromptTokenIDs), t.CompletionTokenIDs...)
+	sharePrefix(t, prev)
+	return next
 }
 
 // ToolTiming is one tool call's name, duration and whether it failed.

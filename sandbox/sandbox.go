@@ -119,6 +119,31 @@ type Spec struct {
 	// Labels are attached to the sandbox; the runner sets proctor.run and
 	// proctor.rollout so leftovers of a killed run can be found.
 	Labels map[string]string
+
+	// Layer, when set, is software added on top of the image (an installed
+	// agent), built once per (image, layer) into an image of its own that
+	// every later sandbox of the same image reuses. A backend that cannot
+	// build it refuses the spec.
+	Layer *Layer
+}
+
+// Layer is what a rollout adds to its task's image: a build on top of it,
+// made once and kept as an image. Its build context's Dockerfile starts
+// with `ARG BASE` and builds FROM $BASE (the task's image, by id); stages
+// it does not keep are labelled `LABEL proctor.stage=$STAGE` and removed
+// once the build is done.
+type Layer struct {
+	// Name says what the layer is, for messages ("claude-code 2.1.332").
+	Name string
+	// Key names the layer's content (a hash of what it installs, and
+	// how): with the image's id it names the built image.
+	Key string
+	// Context writes the build context (a tar) for an image of the
+	// architecture arch ("amd64", "arm64"); it is called only when the
+	// image must be built.
+	Context func(ctx context.Context, arch string) ([]byte, error)
+	// Network is what the build may reach (default: none).
+	Network Network
 }
 
 // Isolated is implemented by sandboxes that keep the agent apart from the

@@ -117,6 +117,7 @@ type Factory struct {
 	cfg Config
 	c   oa.Client
 	lim *Limiter
+	key string // what the requests authenticate with ("none" without a key)
 }
 
 // NewFactory prepares the endpoint.
@@ -136,7 +137,7 @@ func NewFactory(cfg Config, lim *Limiter) *Factory {
 	}
 	c := oa.NewClient(option.WithBaseURL(cfg.BaseURL), option.WithAPIKey(key), option.WithMaxRetries(0),
 		option.WithMiddleware(capBody(cfg.MaxResponseBytes)))
-	return &Factory{cfg: cfg, c: c, lim: lim}
+	return &Factory{cfg: cfg, c: c, lim: lim, key: key}
 }
 
 // capBody makes every answer's body fail once it has given max bytes.
@@ -278,11 +279,66 @@ func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []age
 	if len(tools) > 0 {
 		body["tools"] = tools
 	}
+	var reply agent.Reply
+	err := c.retry(ctx, func(ctx context.Context) error {
+		raw, err := c.once(ctx, "chat/completions", body)
+		if err != nil {
+			return err
+		}
+		if reply, err = ParseReply(raw); err != nil {
+			return &retryError{err}
+		}
+		return nil
+	})
+	return reply, err
+}
+
+// Wire formats of model endpoints: what an endpoint speaks, and what a
+// model gateway's caller speaks (agent/gateway).
+const (
+	APIChat      = "chat"      // OpenAI Chat Completions, POST chat/completions
+	APIResponses = "responses" // OpenAI Responses, POST responses
+	APIAnthropic = "anthropic" // Anthropic Messages, POST messages
+	APIGemini    = "gemini"    // Gemini generateContent, POST models/MODEL:generateContent
+)
+
+// Raw sends a request as it is to an endpoint that speaks api: body goes
+// to path under the base URL with the endpoint's key in the header that
+// format uses (an Anthropic endpoint's x-api-key, Gemini's
+// x-goog-api-key, a Bearer token otherwise), under the client's retries,
+// limiter and answer cap. It returns the answer's body. The model gateway
+// passes requests through with it.
+func (c *Client) Raw(ctx context.Context, api, path string, body json.RawMessage) (json.RawMessage, error) {
+	var opts []option.RequestOption
+	switch api {
+	case APIAnthropic:
+		opts = append(opts, option.WithHeaderDel("authorization"), option.WithHeader("x-api-key", c.f.key),
+			option.WithHeader("anthropic-version", "2023-06-01"))
+	case APIGemini:
+		opts = append(opts, option.WithHeaderDel("authorization"), option.WithHeader("x-goog-api-key", c.f.key))
+	}
+	var raw json.RawMessage
+	err := c.retry(ctx, func(ctx context.Context) (err error) {
+		raw, err = c.once(ctx, path, body, opts...)
+		return err
+	})
+	return raw, err
+}
+
+// Body is every request's fields but the conversation, as the run's
+// [model] sets them: the model, the sampling, the token switches and the
+// extra body. The model gateway lays them over the requests it passes
+// through.
+func (c *Client) Body() map[string]any { return c.body() }
+
+// retry runs try until it succeeds, fails for good, or the rollout's
+// retries run out, waiting between tries as the endpoint asks.
+func (c *Client) retry(ctx context.Context, try func(context.Context) error) error {
 	var last error
 	for attempt := 0; ; attempt++ {
-		reply, err := c.once(ctx, body)
+		err := try(ctx)
 		if err == nil {
-			return reply, nil
+			return nil
 		}
 		var retryAfter time.Duration
 		var ae *afterError
@@ -290,11 +346,11 @@ func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []age
 			retryAfter = ae.after
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			return agent.Reply{}, err
+			return err
 		}
 		last = err
 		if c.left <= 0 {
-			return agent.Reply{}, fmt.Errorf("%w after %d tries: %w", ErrBudget, attempt+1, last)
+			return fmt.Errorf("%w after %d tries: %w", ErrBudget, attempt+1, last)
 		}
 		c.left--
 		wait := backoff(c.f.cfg.BaseBackoff, c.f.cfg.MaxBackoff, attempt)
@@ -307,7 +363,7 @@ func (c *Client) Complete(ctx context.Context, msgs []agent.Message, tools []age
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return agent.Reply{}, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
@@ -360,9 +416,11 @@ type response struct {
 	} `json:"usage"`
 }
 
-func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, error) {
+// once sends one request to path under the endpoint's base URL, through
+// the run's limiter, and returns the answer's body.
+func (c *Client) once(ctx context.Context, path string, body any, opts ...option.RequestOption) (json.RawMessage, error) {
 	if err := c.f.lim.acquire(ctx); err != nil {
-		return agent.Reply{}, err
+		return nil, err
 	}
 	defer c.f.lim.release()
 	rctx, cancel := ctx, context.CancelFunc(func() {})
@@ -372,16 +430,22 @@ func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, er
 	defer cancel()
 	var raw json.RawMessage
 	var httpResp *http.Response
-	err := c.f.c.Post(rctx, "chat/completions", body, &raw, option.WithResponseInto(&httpResp))
+	err := c.f.c.Post(rctx, path, body, &raw, append(opts, option.WithResponseInto(&httpResp))...)
 	if err != nil {
-		return agent.Reply{}, classify(ctx, rctx, err)
+		return nil, classify(ctx, rctx, err)
 	}
+	return raw, nil
+}
+
+// ParseReply reads a chat completion's body: the first choice's message,
+// the usage, and the token ids and logprobs when the endpoint sent them.
+func ParseReply(raw []byte) (agent.Reply, error) {
 	var r response
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return agent.Reply{}, &retryError{fmt.Errorf("model response is not a chat completion: %v", err)}
+		return agent.Reply{}, fmt.Errorf("model response is not a chat completion: %v", err)
 	}
 	if len(r.Choices) == 0 {
-		return agent.Reply{}, &retryError{errors.New("model response has no choices")}
+		return agent.Reply{}, errors.New("model response has no choices")
 	}
 	ch := r.Choices[0]
 	m := agent.Message{Role: "assistant", ToolCalls: ch.Message.ToolCalls, Reasoning: ch.Message.ReasoningContent}
@@ -399,7 +463,7 @@ func (c *Client) once(ctx context.Context, body map[string]any) (agent.Reply, er
 			m.ToolCalls[i].ID = fmt.Sprintf("call_%d", i)
 		}
 	}
-	reply := agent.Reply{Message: m, Usage: agent.Usage{
+	reply := agent.Reply{Message: m, FinishReason: ch.FinishReason, Usage: agent.Usage{
 		PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens,
 		CachedTokens: r.Usage.PromptTokensDetails.CachedTokens, ReasoningTokens: r.Usage.CompletionTokensDetails.ReasoningTokens,
 	}}

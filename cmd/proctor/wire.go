@@ -142,7 +142,12 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		done()
 		return parts, nil, err
 	}
-	ag, err := agentFor(c, lim)
+	var ag scheduler.Agent
+	if c.Agent.Kind == "installed" {
+		ag, be, err = installedAgent(c, be, lim)
+	} else {
+		ag, err = agentFor(c, lim)
+	}
 	if err != nil {
 		done()
 		return parts, nil, err

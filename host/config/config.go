@@ -98,6 +98,11 @@ type Model struct {
 	// MaxResponseMB caps one answer's body (default 32); a larger answer
 	// is a model error.
 	MaxResponseMB int64 `toml:"max_response_mb" json:"max_response_mb,omitempty"`
+	// API is the wire format the endpoint speaks: "chat" (Chat
+	// Completions, the default), "responses", "anthropic" or "gemini".
+	// An installed agent that speaks the same is passed through; any
+	// other is translated to chat, which needs "chat" here.
+	API string `toml:"api" json:"api,omitempty"`
 }
 
 // Process is the [process] section: rollout generation for training
@@ -238,6 +243,21 @@ type Agent struct {
 	// TerminalTimeout is hermes' TERMINAL_TIMEOUT in seconds: a terminal
 	// command's default time limit and the longest process wait.
 	TerminalTimeout int `toml:"terminal_timeout" json:"terminal_timeout"`
+
+	// Installed agents (kind = "installed", docs/agents.md). Name is a
+	// bundled definition (claude-code, codex, gemini-cli, opencode) or
+	// the path to one, relative to the config file; Version replaces the
+	// version the definition pins.
+	Name    string `toml:"name" json:"name,omitempty"`
+	Version string `toml:"version" json:"version,omitempty"`
+	// TokenLimit ends a rollout whose model calls used this many tokens,
+	// prompt and completion summed over its calls (stop reason
+	// "token_limit"); CostLimitUSD one that spent this much at [model]
+	// prices ("cost_limit"). 0: no limit. MaxTurns bounds its model calls.
+	TokenLimit   int64   `toml:"token_limit" json:"token_limit,omitempty"`
+	CostLimitUSD float64 `toml:"cost_limit_usd" json:"cost_limit_usd,omitempty"`
+	// MaxLogMB caps the agent's own logs kept per rollout (default 16).
+	MaxLogMB int64 `toml:"max_log_mb" json:"max_log_mb,omitempty"`
 	// terminalDefault: the config left terminal_timeout out.
 	terminalDefault bool
 
@@ -733,6 +753,9 @@ func (c *Config) defaults() {
 	if c.Model.MaxConcurrent == 0 {
 		c.Model.MaxConcurrent = 64
 	}
+	if c.Model.API == "" {
+		c.Model.API = "chat"
+	}
 	if c.Sandbox.Backend == "" {
 		c.Sandbox.Backend = "docker"
 	}
@@ -855,10 +878,13 @@ func (c *Config) validate(data []byte) error {
 	if err := oneOf("run.verifier_failure", c.Run.VerifierFailure, VerifierOutcome, VerifierInfraError); err != nil {
 		return err
 	}
-	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay", KindTerminus2, KindMiniSWEAgent); err != nil {
+	if err := oneOf("agent.kind", c.Agent.Kind, "llm", "oracle", "nop", "replay", "installed", KindTerminus2, KindMiniSWEAgent); err != nil {
 		return err
 	}
 	if err := c.validateReference(bad, oneOf); err != nil {
+		return err
+	}
+	if err := c.validateInstalled(bad, oneOf); err != nil {
 		return err
 	}
 	for _, t := range c.Agent.Tools {
@@ -1049,6 +1075,35 @@ func (c *Config) validateReference(bad func(key, msg, hint string) error, oneOf 
 	}
 	if c.Agent.Script == "" && (c.Model.Name == "" || c.Model.BaseURL == "") {
 		return bad("model.name", "the "+c.Agent.Kind+" agent needs a model", `set [model] name = "..." and base_url = "https://.../v1", or [agent] script = a recorded run's transcript to replay`)
+	}
+	return nil
+}
+
+// validateInstalled checks [model] api and the keys of installed agents.
+func (c *Config) validateInstalled(bad func(key, msg, hint string) error, oneOf func(key, v string, allowed ...string) error) error {
+	if err := oneOf("model.api", c.Model.API, "chat", "responses", "anthropic", "gemini"); err != nil {
+		return err
+	}
+	a := c.Agent
+	switch {
+	case a.TokenLimit < 0:
+		return bad("agent.token_limit", "must not be negative", "0 means no limit")
+	case a.CostLimitUSD < 0 || math.IsNaN(a.CostLimitUSD) || math.IsInf(a.CostLimitUSD, 0):
+		return bad("agent.cost_limit_usd", fmt.Sprintf("%v is not a limit", a.CostLimitUSD), "give dollars, e.g. 2.5; 0 means no limit")
+	case a.MaxLogMB < 0:
+		return bad("agent.max_log_mb", "must not be negative", "")
+	case a.Kind != "installed":
+		return nil
+	case a.Name == "":
+		return bad("agent.name", "the installed agent needs a definition", `set [agent] name = "claude-code" (or codex, gemini-cli, opencode), or a path to a definition (.toml)`)
+	case c.Model.Name == "":
+		return bad("model.name", "the installed agent needs a model", `set [model] name = "..." and base_url`)
+	case c.Model.BaseURL == "":
+		return bad("model.base_url", "the installed agent needs an endpoint", `set [model] base_url = "https://.../v1"`)
+	case c.Sandbox.Backend == "local":
+		return bad("sandbox.backend", "an installed agent runs in an image, which the local backend does not run", `use [sandbox] backend = "docker" (or "kubernetes")`)
+	case !c.Sandbox.Isolated():
+		return bad("sandbox.isolation", "an installed agent reaches its model through the warden, which runs only with isolation", "remove isolation = false")
 	}
 	return nil
 }

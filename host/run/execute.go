@@ -204,7 +204,7 @@ func (r *Run) scheduler(p Parts) *scheduler.Runner {
 				Agent: c.Run.AgentTimeout.Duration, Verify: c.Run.VerifyTimeout.Duration, Teardown: c.Run.TeardownTimeout.Duration,
 			},
 			Spec: specOverrides(c.Sandbox),
-			Cost: cost(c.Model.Prices),
+			Cost: Cost(c.Model.Prices),
 		},
 	}
 }
@@ -250,8 +250,8 @@ func specOverrides(sb config.Sandbox) func(*sandbox.Spec) {
 	}
 }
 
-// cost prices a rollout's tokens with [model] prices, in US dollars.
-func cost(prices config.Prices) func(agent.Usage) float64 {
+// Cost prices a rollout's tokens with [model] prices, in US dollars.
+func Cost(prices config.Prices) func(agent.Usage) float64 {
 	return func(u agent.Usage) float64 { return prices.Cost(u.PromptTokens, u.CachedTokens, u.CompletionTokens) }
 }
 

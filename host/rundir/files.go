@@ -20,6 +20,7 @@ const (
 	ConfigFile     = "config.toml"
 	TranscriptsDir = "transcripts"
 	VerifierLogDir = "verifier"
+	AgentLogDir    = "agent-logs"
 	ReportFile     = "report.html"
 )
 
@@ -75,6 +76,12 @@ const maxNameHead = 180
 // TranscriptName names its transcript.
 func VerifierLogName(rolloutID string, try int) string {
 	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".txt"
+}
+
+// AgentLogName is the file of a rollout's agent logs (a tar) in
+// agent-logs/.
+func AgentLogName(rolloutID string, try int) string {
+	return strings.TrimSuffix(TranscriptName(rolloutID, try), ".json") + ".tar"
 }
 
 // WriteJSONAtomic writes v as indented JSON to path through a temporary

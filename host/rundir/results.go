@@ -101,6 +101,10 @@ type Record struct {
 	// from (tb2: the reward file).
 	VerifierLog  string `json:"verifier_log,omitempty"`
 	RewardSource string `json:"reward_source,omitempty"`
+	// AgentLogs names the agent's own logs in the run directory
+	// (agent-logs/<rollout>.tar): an installed agent's output, log files
+	// and model gateway exchanges.
+	AgentLogs string `json:"agent_logs,omitempty"`
 	// Network is the network the sandbox had (none, default, host);
 	// NetworkWithheld says why a task that asked for the internet did not
 	// get it.
@@ -278,6 +282,24 @@ func (s *Store) Close() error {
 // WriteTranscript writes v as JSON under transcripts/, atomically.
 func (s *Store) WriteTranscript(name string, v any) error {
 	return WriteJSONAtomic(filepath.Join(s.dir, TranscriptsDir, name), v)
+}
+
+// WriteAgentLogs writes an agent's logs (a tar, read from r) under
+// agent-logs/, atomically.
+func (s *Store) WriteAgentLogs(name string, r io.Reader) error {
+	dir := filepath.Join(s.dir, AgentLogDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := CreateAtomic(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
 }
 
 // WriteVerifierLog writes a verifier's output under verifier/, atomically.

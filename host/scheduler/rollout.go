@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -88,9 +89,11 @@ func (ro *rollout) run(ctx context.Context, m *member) bool {
 	ro.idle(ctx)
 	agentErr := ro.runAgent(ctx)
 	if ctx.Err() != nil {
+		ro.dropAgentLogs()
 		return false
 	}
 	ro.writeTranscript()
+	ro.writeAgentLogs()
 	if errors.Is(agentErr, sandbox.ErrLimit) {
 		return ro.overLimit(agentErr)
 	}
@@ -286,6 +289,31 @@ func (ro *rollout) writeTranscript() {
 		return
 	}
 	ro.rec.Transcript = rundir.TranscriptsDir + "/" + name
+}
+
+// writeAgentLogs keeps the agent's own logs in agent-logs/; a failure
+// costs the logs, not the rollout.
+func (ro *rollout) writeAgentLogs() {
+	logs := ro.out.Logs
+	if logs == nil {
+		return
+	}
+	if c, ok := logs.(io.Closer); ok {
+		defer c.Close()
+	}
+	name := rundir.AgentLogName(ro.id, ro.try)
+	if err := ro.r.Store.WriteAgentLogs(name, logs); err != nil {
+		ro.r.Log.Warn("write agent logs", "rollout", ro.id, "err", err)
+		return
+	}
+	ro.rec.AgentLogs = rundir.AgentLogDir + "/" + name
+}
+
+// dropAgentLogs lets go of the agent's logs of a rollout not recorded.
+func (ro *rollout) dropAgentLogs() {
+	if c, ok := ro.out.Logs.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // verify seals an isolated sandbox, which ends the agent's turn (the

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/proctor-dev/proctor/agent"
@@ -127,6 +128,10 @@ type AgentOutput struct {
 	Turns      int
 	Usage      agent.Usage
 	StopReason string
+	// Logs, when set, is a tar of the agent's own logs, kept in the run
+	// directory (agent-logs/); it is closed once read when it is an
+	// io.Closer.
+	Logs io.Reader
 }
 
 // Agent runs the agent of a rollout. An error means the agent could not

@@ -306,6 +306,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		}
 		found = &ii
 	}
+	if spec.Layer != nil {
+		if image, found, err = b.layered(ctx, found, spec.Layer); err != nil {
+			return nil, err
+		}
+	}
 	ii := *found
 	// An isolated sandbox needs the warden; one without isolation binds it
 	// where it can (below).

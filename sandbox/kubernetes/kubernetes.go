@@ -57,6 +57,12 @@ type Builder interface {
 	BuildPush(ctx context.Context, spec sandbox.Spec, registry string) (string, error)
 }
 
+// LayerBuilder is a Builder that also builds a spec's layer (an installed
+// agent) over its image and pushes the result (docker.Backend does).
+type LayerBuilder interface {
+	BuildPushLayer(ctx context.Context, spec sandbox.Spec, registry string) (string, error)
+}
+
 // Config is the [sandbox.kubernetes] section.
 type Config struct {
 	// Kubeconfig is a kubeconfig file; empty means the usual places
@@ -308,6 +314,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 // image returns the reference the pod runs: the spec's image as named, or
 // with build, one built from the spec's context and pushed to the registry.
 func (b *Backend) image(ctx context.Context, spec sandbox.Spec, build bool) (string, error) {
+	if spec.Layer != nil {
+		return b.layerImage(ctx, spec)
+	}
 	if !build {
 		return spec.Image, nil
 	}
@@ -325,6 +334,19 @@ func (b *Backend) image(ctx context.Context, spec sandbox.Spec, build bool) (str
 		return "", &sandbox.ImageError{Image: name, Reason: "no image builder (a local Docker engine) to build the task's context"}
 	}
 	return b.cfg.Builder.BuildPush(ctx, spec, b.cfg.Registry)
+}
+
+// layerImage is the image of spec's layer over its image, built with the
+// local engine and pushed to the registry, once per (image, layer).
+func (b *Backend) layerImage(ctx context.Context, spec sandbox.Spec) (string, error) {
+	lb, ok := b.cfg.Builder.(LayerBuilder)
+	switch {
+	case b.cfg.Registry == "":
+		return "", &sandbox.ImageError{Image: spec.Image, Reason: spec.Layer.Name + " is installed into an image of its own, and the kubernetes backend needs a registry to push it to: set [sandbox.kubernetes] registry"}
+	case !ok:
+		return "", &sandbox.ImageError{Image: spec.Image, Reason: "no image builder (a local Docker engine) to install " + spec.Layer.Name + " into the task's image"}
+	}
+	return lb.BuildPushLayer(ctx, spec, b.cfg.Registry)
 }
 
 // startPod creates the pod and opens its shells. An isolated sandbox needs

@@ -79,6 +79,8 @@ func (b Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 		return nil, fmt.Errorf("the local backend runs no images, and this task needs one (%s); use [sandbox] backend = \"docker\"", name)
 	case len(spec.Private) > 0:
 		return nil, fmt.Errorf("the local backend cannot keep the verifier's folders %v from the agent; use [sandbox] backend = \"docker\"", spec.Private)
+	case spec.Layer != nil:
+		return nil, fmt.Errorf("the local backend installs nothing, and %s is installed into the task's image; use [sandbox] backend = \"docker\"", spec.Layer.Name)
 	}
 	warnOnce.Do(func() {
 		slog.Warn("local sandbox backend: commands run on this host WITHOUT isolation; use backend = \"docker\" for untrusted agents")

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Client is the backend's end of a mux stream. Its methods are safe for
@@ -26,15 +28,18 @@ type Client struct {
 	nextID  uint32
 	reqs    map[uint32]chan Frame
 	nextReq uint32
-	err     error         // the stream's end: every channel and request sees it
-	done    chan struct{} // closed when err is set
-	hello   chan struct{}
+	// listeners are the relays' listeners, by their request id (relay.go).
+	listeners map[uint32]*Listener
+	err       error         // the stream's end: every channel and request sees it
+	done      chan struct{} // closed when err is set
+	hello     chan struct{}
 }
 
 // NewClient reads frames from r (the mux's stdout) until it ends, and
 // writes requests to w (its stdin); close ends the stream.
 func NewClient(r io.Reader, w io.Writer, close func() error) *Client {
-	c := &Client{w: w, close: close, chans: map[uint32]*Channel{}, reqs: map[uint32]chan Frame{}, nextReq: 1, done: make(chan struct{}), hello: make(chan struct{})}
+	c := &Client{w: w, close: close, chans: map[uint32]*Channel{}, reqs: map[uint32]chan Frame{}, nextReq: 1,
+		listeners: map[uint32]*Listener{}, done: make(chan struct{}), hello: make(chan struct{})}
 	go c.demux(bufio.NewReaderSize(r, 64<<10))
 	return c
 }
@@ -129,6 +134,8 @@ func (c *Client) deliver(f Frame) error {
 			reply <- f
 		}
 		return nil
+	case KindAccept:
+		return c.accept(f)
 	}
 	return fmt.Errorf("%w: the mux sent %c", ErrFrame, f.Kind)
 }
@@ -142,11 +149,15 @@ func (c *Client) fail(err error) {
 	}
 	c.err = err
 	close(c.done)
-	chans := c.chans
+	chans, listeners := c.chans, c.listeners
 	c.reqs = map[uint32]chan Frame{}
+	c.listeners = map[uint32]*Listener{}
 	c.mu.Unlock()
 	for _, ch := range chans {
 		ch.end(err)
+	}
+	for _, l := range listeners {
+		l.end(err)
 	}
 }
 
@@ -163,8 +174,7 @@ func (c *Client) Open(argv []string) (*Channel, error) {
 		return nil, c.err
 	}
 	c.nextID++
-	ch := &Channel{c: c, id: c.nextID, credit: Window}
-	ch.cond = sync.NewCond(&ch.mu)
+	ch := newChannel(c, c.nextID)
 	c.chans[ch.id] = ch
 	c.mu.Unlock()
 	if err := c.send(Frame{Kind: KindOpen, Chan: ch.id, Payload: Argv(argv)}); err != nil {
@@ -208,7 +218,13 @@ func (c *Client) request(ctx context.Context, kind Kind, payload []byte) (int, s
 	c.nextReq++
 	c.reqs[id] = reply
 	c.mu.Unlock()
-	if err := c.send(Frame{Kind: kind, Chan: id, Payload: payload}); err != nil {
+	return c.await(ctx, id, reply, Frame{Kind: kind, Chan: id, Payload: payload})
+}
+
+// await sends req, the request id's frame, and waits for its KindDone on
+// reply.
+func (c *Client) await(ctx context.Context, id uint32, reply chan Frame, req Frame) (int, string, error) {
+	if err := c.send(req); err != nil {
 		return 0, "", err
 	}
 	select {
@@ -229,6 +245,13 @@ func (c *Client) request(ctx context.Context, kind Kind, payload []byte) (int, s
 	}
 }
 
+// newChannel is channel id of c, with the whole window granted.
+func newChannel(c *Client, id uint32) *Channel {
+	ch := &Channel{c: c, id: id, credit: Window}
+	ch.cond = sync.NewCond(&ch.mu)
+	return ch
+}
+
 // Channel is one process's standard streams. Its stdout is read with
 // Read; Write and Close are its stdin.
 type Channel struct {
@@ -243,6 +266,9 @@ type Channel struct {
 	stderr   bytes.Buffer
 	exit     string // the process's exit status, once it ended
 	err      error  // the end of the stream for this channel
+	// deadline, when set, ends a Read waiting past it (relay.go).
+	deadline time.Time
+	timer    *time.Timer
 }
 
 func (ch *Channel) deliver(f Frame) error {
@@ -283,6 +309,10 @@ func (ch *Channel) end(err error) {
 func (ch *Channel) Read(p []byte) (int, error) {
 	ch.mu.Lock()
 	for ch.out.Len() == 0 && ch.err == nil {
+		if !ch.deadline.IsZero() && !time.Now().Before(ch.deadline) {
+			ch.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
 		ch.cond.Wait()
 	}
 	if ch.out.Len() == 0 {

@@ -48,6 +48,12 @@ const (
 	// NUL-separated), as the mux's user, outside every channel's
 	// namespaces. Chan is the request id of its KindDone.
 	KindRun Kind = 'R'
+	// KindListen asks the mux to listen on a TCP port of the sandbox's
+	// loopback (the payload: "127.0.0.1:PORT", port 0 for any free one)
+	// and relay each connection to it (KindAccept). Chan is the request
+	// id of its KindDone, whose message is the port listened on; the
+	// request id also names the listener in its KindAccept frames.
+	KindListen Kind = 'L'
 )
 
 // Frames from the mux to the backend.
@@ -65,7 +71,19 @@ const (
 	// the exit status in decimal, a newline, then the head of its stderr.
 	// Request id 0 is the mux's hello, sent once it is ready.
 	KindDone Kind = 'Z'
+	// KindAccept says a connection to a listener came in: Chan is a new
+	// channel (Accepted set), the payload the listener's request id in
+	// decimal. The channel then carries the connection as a process
+	// channel carries a process: what the peer sends comes as KindOutput
+	// (within the window), KindInput goes to the peer, KindClose closes
+	// the connection, and KindExit says it ended.
+	KindAccept Kind = 'A'
 )
+
+// Accepted is set in the ids of the channels the mux opens for accepted
+// connections, and never in those the backend opens, so the two never
+// meet.
+const Accepted uint32 = 1 << 31
 
 // Limits of the protocol.
 const (
@@ -145,8 +163,8 @@ func Read(r *bufio.Reader) (Frame, error) {
 
 func known(k Kind) bool {
 	switch k {
-	case KindOpen, KindInput, KindClose, KindWindow, KindKill, KindRun,
-		KindOutput, KindStderr, KindExit, KindDone:
+	case KindOpen, KindInput, KindClose, KindWindow, KindKill, KindRun, KindListen,
+		KindOutput, KindStderr, KindExit, KindDone, KindAccept:
 		return true
 	}
 	return false

@@ -12,6 +12,11 @@
 //	    With -no-network (a container whose network the engine left
 //	    off), it first checks that the container has no interface but
 //	    the loopback, and writes the loopback /etc/hosts.
+//	warden relay
+//	    serves the mux protocol's relays alone (KindListen: a port of the
+//	    sandbox's loopback whose connections are carried to the host) on
+//	    its standard streams, until stdin ends; for a sandbox whose first
+//	    process is not the mux.
 //	warden plugin [-private DIR]... [-size MiB] [-user U] -- ARGV...
 //	    seals /.proctor read-only, enters a mount namespace of its own in
 //	    which every DIR is an empty private tmpfs, drops CAP_SYS_ADMIN on
@@ -67,13 +72,15 @@ const Dir = "/.proctor"
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(2, "usage: warden mux|plugin|agent|remount|kill|put|get|read|id ...")
+		fail(2, "usage: warden mux|relay|plugin|agent|remount|kill|put|get|read|id ...")
 	}
 	args := os.Args[2:]
 	var err error
 	switch os.Args[1] {
 	case "mux":
 		err = runMux(args)
+	case "relay":
+		err = serveRelay(os.Stdin, os.Stdout)
 	case "plugin":
 		err = plugin(args)
 	case "agent":

@@ -38,7 +38,15 @@ func serveMux(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("not dumpable: %w", err)
 	}
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	s := &muxServer{w: bufio.NewWriterSize(out, 64<<10), chans: map[uint32]*muxChan{}}
+	return newMuxServer(out).serve(in)
+}
+
+func newMuxServer(out io.Writer) *muxServer {
+	return &muxServer{w: bufio.NewWriterSize(out, 64<<10), chans: map[uint32]*muxChan{}}
+}
+
+// serve says hello, then handles the host's frames until its stream ends.
+func (s *muxServer) serve(in io.Reader) error {
 	s.send(mux.KindDone, 0, []byte("0\nmux"))
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
@@ -58,6 +66,12 @@ type muxServer struct {
 
 	mu    sync.Mutex
 	chans map[uint32]*muxChan
+
+	// The relays (relay.go): whether this mux serves only them, and its
+	// connections.
+	relayOnly bool
+	nextConn  uint32
+	relays    int
 }
 
 // send writes one frame to the host.
@@ -70,6 +84,9 @@ func (s *muxServer) send(kind mux.Kind, ch uint32, payload []byte) {
 }
 
 func (s *muxServer) handle(f mux.Frame) {
+	if s.relayOnly && !s.relayFrame(f) {
+		return
+	}
 	switch f.Kind {
 	case mux.KindOpen:
 		s.open(f.Chan, strings.Split(string(f.Payload), "\x00"))
@@ -85,6 +102,8 @@ func (s *muxServer) handle(f mux.Frame) {
 		go s.send(mux.KindDone, f.Chan, doneReply(muxKill(string(f.Payload))))
 	case mux.KindRun:
 		go s.send(mux.KindDone, f.Chan, runOnce(strings.Split(string(f.Payload), "\x00")))
+	case mux.KindListen:
+		go s.listen(f.Chan, string(f.Payload))
 	}
 }
 

@@ -114,6 +114,23 @@ type Server struct {
 	mu       sync.Mutex
 	steps    []Step
 	requests []Request
+	side     string
+}
+
+// Script replaces the steps left with steps.
+func (s *Server) Script(steps ...Step) {
+	s.mu.Lock()
+	s.steps = steps
+	s.mu.Unlock()
+}
+
+// AnswerSideCalls answers every request without tools (a CLI's title or
+// summary call) with content, outside the steps, which then script only
+// the calls with tools.
+func (s *Server) AnswerSideCalls(content string) {
+	s.mu.Lock()
+	s.side = content
+	s.mu.Unlock()
 }
 
 // New starts a server with the steps; its URL ends in /v1.
@@ -144,7 +161,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Auth: r.Header.Get("Authorization"), Body: body})
 	step := Step{}
-	if len(s.steps) > 0 {
+	if _, tools := body["tools"]; s.side != "" && !tools {
+		step.Body = Reply(s.side)
+	} else if len(s.steps) > 0 {
 		step, s.steps = s.steps[0], s.steps[1:]
 	}
 	s.mu.Unlock()

@@ -446,6 +446,22 @@ func TestParseTranscript(t *testing.T) {
 	}
 }
 
+// TestRecordedToolSchemas: a trajectory that recorded the tools its
+// model was offered (an installed agent's own, from the gateway) exports
+// them to SFT and ATIF, not proctor's tools of the same names.
+func TestRecordedToolSchemas(t *testing.T) {
+	tr := synth(2, 2, 2)
+	tr.ToolSchemas = []agent.Schema{{Type: "function", Function: agent.SchemaFunction{Name: "exec_command", Description: "the CLI's shell", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	line, ok := SFT(rec("t", 0, 1), tr, Filter{})
+	if !ok || len(line.Tools) != 1 || line.Tools[0].Function.Name != "exec_command" {
+		t.Fatalf("sft tools %+v", line.Tools)
+	}
+	a := ATIF(rec("t", 0, 1), tr, ATIFMeta{RunID: "run-1"})
+	if b, _ := json.Marshal(a.Agent.ToolDefinitions); !strings.Contains(string(b), `"exec_command"`) || strings.Contains(string(b), `"terminal"`) {
+		t.Fatalf("atif tools %s", b)
+	}
+}
+
 // TestVerifierFailedIsTrainingData: a rollout whose verifier reached no
 // reward (Harbor's outcome, reward 0) stays in its group with its score,
 // in SFT and in ATIF, as a failed one does: leaving it out, as an
