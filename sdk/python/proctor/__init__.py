@@ -337,7 +337,8 @@ SandboxSpec = _message(
     "Dockerfile (used when image is empty or force_build is set); workdir and env; user, the "
     "user the plugin's commands (the verifier's among them) run as, and agent_user, the one the "
     "agent's commands run as when it is not user (empty: user); resources: cpus, memory_mb, "
-    "pids_max and disk_mb (what the sandbox may write); build_timeout_sec bounds starting the "
+    "pids_max, disk_mb (what the sandbox may write) and disk_inodes (how many files, folders "
+    "and links it may make; 0 leaves the run's limit); build_timeout_sec bounds starting the "
     "sandbox, building its image included (0 leaves the run's sandbox start timeout); network "
     "says what the task needs: \"\" or \"none\" no network, NETWORK_INTERNET the internet (the "
     "run decides how it is given; \"host\" is read as NETWORK_INTERNET). private lists absolute "
@@ -357,6 +358,7 @@ SandboxSpec = _message(
         ("memory_mb", 0, ""),
         ("pids_max", 0, ""),
         ("disk_mb", 0, ""),
+        ("disk_inodes", 0, ""),
         ("build_timeout_sec", 0, ""),
         ("build_timeout_from", "", ""),
         ("build_hint", "", ""),
@@ -429,8 +431,9 @@ ExecResponse = _message(
 DatasetResponse = _message(
     "DatasetResponse",
     "One page of dataset rows (decoded JSON); next is the offset of the next page, eof is set "
-    "on the last.",
-    [("rows", [], ""), ("next", 0, ""), ("eof", False, "")],
+    "on the last. A row the host could not read (not JSON, over abi.MaxRow) is None in rows, "
+    "and errors says why: a list of {\"row\": N, \"error\": \"...\"}, N the row's offset.",
+    [("rows", [], ""), ("next", 0, ""), ("eof", False, ""), ("errors", [], "")],
 )
 
 HostInfo = _message(
@@ -868,7 +871,8 @@ def read_dataset(source: str, split: str = "", offset: int = 0, limit: int = 0, 
 
 
 def read_all_rows(source: str, split: str = "") -> list:
-    """Every row of a dataset, page by page."""
+    """Every row of a dataset, page by page. A row the host could not read is None (one bad
+    row fails only itself); read_dataset's errors say why."""
     rows, off = [], 0
     while True:
         page = read_dataset(source, split, offset=off)
