@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,21 +27,54 @@ import (
 const maxAttackRSS = 300 << 20
 
 // peakRSS runs the real binary with args in dir and returns its peak
-// resident set size and what it printed. A child's peak starts at what
-// this process holds when it forks (Linux keeps the forked copy's high
-// water mark across exec): the test gives its memory back first, and
-// never holds an attack's bytes itself.
+// resident set size and what it printed. It starts the binary from a fresh
+// copy of this test binary (rssOf): Linux starts an exec'd child's peak at
+// the high water mark of the process it was forked from (Go forks with
+// CLONE_VM, so that is this test process, which earlier tests of the
+// package may have grown past any attack's figure), and a fresh process's
+// mark is small.
 func peakRSS(t *testing.T, dir string, args ...string) (int64, string) {
 	t.Helper()
-	debug.FreeOSMemory()
-	cmd := exec.Command(buildProctor(t), args...)
+	file := filepath.Join(t.TempDir(), "maxrss")
+	cmd := exec.Command(os.Args[0], append([]string{buildProctor(t)}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), rssOfEnv+"="+file)
 	out, _ := cmd.CombinedOutput()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("peak RSS of proctor %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var kib int64
+	if _, err := fmt.Sscan(string(b), &kib); err != nil {
+		t.Fatalf("peak RSS file %q: %v", b, err)
+	}
+	return kib << 10, string(out) // Maxrss is in KiB on Linux
+}
+
+// rssOfEnv names the file where this test binary, started by peakRSS,
+// writes the peak RSS (KiB) of the command its arguments name.
+const rssOfEnv = "PROCTOR_TEST_RSS_OF"
+
+// rssOf runs args as a command, its output on this process's stdout, and
+// writes its peak RSS to file; it returns the command's exit code.
+func rssOf(file string, args []string) int {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	err := cmd.Run()
+	if cmd.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, "rss:", err)
+		return 2
+	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		t.Skip("no rusage on this system")
+		fmt.Fprintln(os.Stderr, "rss: no rusage on this system")
+		return 2
 	}
-	return ru.Maxrss << 10, string(out) // Maxrss is in KiB on Linux
+	if werr := os.WriteFile(file, []byte(fmt.Sprint(ru.Maxrss)), 0o644); werr != nil {
+		fmt.Fprintln(os.Stderr, "rss:", werr)
+		return 2
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // pluginMiB is the memory the hostile attacks give the plugin's instance

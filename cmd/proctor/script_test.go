@@ -23,6 +23,9 @@ import (
 // TestMain lets testscript run this test binary as the real `proctor`
 // command inside scripts.
 func TestMain(m *testing.M) {
+	if file := os.Getenv(rssOfEnv); file != "" {
+		os.Exit(rssOf(file, os.Args[1:]))
+	}
 	if err := sandboxtest.EnsureWarden(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
