@@ -149,7 +149,10 @@ func (c *Client) fail(err error) {
 	}
 	c.err = err
 	close(c.done)
+	// The maps are handed over, not shared: the reading goroutine may
+	// still deliver (and delete) under c.mu while these end.
 	chans, listeners := c.chans, c.listeners
+	c.chans = map[uint32]*Channel{}
 	c.reqs = map[uint32]chan Frame{}
 	c.listeners = map[uint32]*Listener{}
 	c.mu.Unlock()

@@ -51,7 +51,11 @@ func (c *Client) Listen(ctx context.Context) (*Listener, error) {
 		l.Close()
 		return nil, err
 	}
+	// A connection may come in (push, on the reading goroutine) before
+	// this is set: both under l.mu.
+	l.mu.Lock()
 	l.addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -99,9 +103,9 @@ var _ net.Listener = (*Listener)(nil)
 // push queues a connection for Accept; false when the listener is closed
 // or its backlog full.
 func (l *Listener) push(c *Conn) bool {
-	c.addr = l.addr
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	c.addr = l.addr
 	if l.err != nil {
 		return false
 	}
@@ -155,11 +159,15 @@ func (l *Listener) Close() error {
 }
 
 // Addr is the address listened on, in the sandbox.
-func (l *Listener) Addr() net.Addr { return l.addr }
+func (l *Listener) Addr() net.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.addr
+}
 
 // Port is the port listened on, in the sandbox.
 func (l *Listener) Port() int {
-	if a, ok := l.addr.(*net.TCPAddr); ok {
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
 		return a.Port
 	}
 	return 0
