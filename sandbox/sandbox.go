@@ -44,9 +44,59 @@ type Sandbox interface {
 	Close(ctx context.Context) error
 }
 
-// Backend starts sandboxes.
+// Backend starts sandboxes and removes those a killed run left. Every
+// backend passes sandboxtest's suites: Run for its sandboxes, RunBackend
+// for this contract, and RunIsolated where Abilities says Isolated.
 type Backend interface {
+	// Start makes a sandbox as spec asks. A spec the backend cannot honour
+	// (an unknown network, private folders or an agent's user of its own
+	// without isolation) is refused before anything is made.
 	Start(ctx context.Context, spec Spec) (Sandbox, error)
+	// Prune removes the sandboxes this backend made that are still there:
+	// those labelled with the run runID (LabelRun), or of every run when
+	// runID is empty. Sandboxes of other runs are left alone. It returns
+	// how many it removed; a second call finds none of them.
+	Prune(ctx context.Context, runID string) (int, error)
+	// Abilities says what the backend's sandboxes do beyond Sandbox.
+	Abilities(ctx context.Context) Abilities
+}
+
+// Abilities are what a backend offers beyond the Sandbox interface, each
+// backend saying which it has (docker: all of them; kubernetes: all but a
+// missing default network; local: none).
+type Abilities struct {
+	// Isolated: its sandboxes implement Isolated and keep the agent apart
+	// from the plugin (Agent is another view than the sandbox itself), so
+	// specs with Private folders or an AgentUser of their own are
+	// honoured. Without it such specs are refused.
+	Isolated bool
+	// Images: its sandboxes run an image and implement Imaged, so a run
+	// records what each rollout ran on.
+	Images bool
+	// NoDefaultNetwork says why NetworkDefault would leave a sandbox with
+	// nothing but its loopback (an engine without its bridge), or "" when
+	// it does not.
+	NoDefaultNetwork string
+}
+
+// Imaged is implemented by the sandboxes of a backend whose Abilities
+// have Images.
+type Imaged interface {
+	// ImageDigest is the image the sandbox runs, as the engine resolved
+	// it (an id or a digest), so a run records exactly what it ran on.
+	ImageDigest() string
+	// ImageRef is the reference the sandbox was started from: the spec's
+	// image, or the tag of the image built from the spec's context.
+	ImageRef() string
+}
+
+// ImageOf returns what sb runs (Imaged), or empty strings for a sandbox
+// without an image.
+func ImageOf(sb Sandbox) (digest, ref string) {
+	if i, ok := sb.(Imaged); ok {
+		return i.ImageDigest(), i.ImageRef()
+	}
+	return "", ""
 }
 
 // Network is the network mode of a sandbox.
@@ -62,6 +112,19 @@ const (
 	// loopback). The local backend's commands always have the host's.
 	NetworkDefault Network = "default"
 )
+
+// NetworkMode is the spec's network: Network, NetworkNone when it is
+// empty, and an error for a mode no backend knows. Backends call it once,
+// at the top of Start.
+func (s Spec) NetworkMode() (Network, error) {
+	switch s.Network {
+	case "":
+		return NetworkNone, nil
+	case NetworkNone, NetworkHost, NetworkDefault:
+		return s.Network, nil
+	}
+	return "", fmt.Errorf("sandbox network %q: want %q, %q or %q", s.Network, NetworkNone, NetworkDefault, NetworkHost)
+}
 
 // Spec describes the sandbox a rollout needs. The zero value of every
 // resource field means the backend default, never "unlimited".

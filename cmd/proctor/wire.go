@@ -131,8 +131,8 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 	}
 	done = func() { rt.Close(context.WithoutCancel(ctx)) }
 	c.ForPlugin(p.Manifest().Name)
-	if nd, ok := be.(interface{ NoDefaultNetwork(context.Context) string }); ok && c.Sandbox.Network == config.NetworkAuto {
-		e.NoDefaultNetwork = nd.NoDefaultNetwork(ctx)
+	if c.Sandbox.Network == config.NetworkAuto {
+		e.NoDefaultNetwork = be.Abilities(ctx).NoDefaultNetwork
 	}
 	// One limiter for the run: [model] max_concurrent_requests counts the
 	// agent's requests and the judges' together.

@@ -175,13 +175,12 @@ func (ro *rollout) startSandbox(ctx context.Context, m *member) error {
 		return err
 	}
 	ro.env.Bind(ro.sb, ro.reset)
-	if d, ok := ro.sb.(interface{ ImageDigest() string }); ok {
-		ro.rec.ImageDigest = d.ImageDigest()
-	}
-	if i, ok := ro.sb.(interface{ ImageRef() string }); ok && ro.rec.Image != "" && i.ImageRef() != "" {
+	digest, ref := sandbox.ImageOf(ro.sb)
+	ro.rec.ImageDigest = digest
+	if ro.rec.Image != "" && ref != "" {
 		// What ran: the local build's tag when a named image was built
 		// from the task's context (force_build), not the name.
-		ro.rec.Image = i.ImageRef()
+		ro.rec.Image = ref
 	}
 	return nil
 }

@@ -410,9 +410,9 @@ func TestRunnerKeepsVerifierLog(t *testing.T) {
 }
 
 // blockingBackend starts nothing until its context ends.
-type blockingBackend struct{}
+type blockingBackend struct{ schedulertest.Backend }
 
-func (blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+func (*blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -421,7 +421,7 @@ func (blockingBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 // build_timeout_sec) bounds the sandbox's start, and the error says so.
 func TestRunnerBuildTimeout(t *testing.T) {
 	env := &taskEnv{spec: sandbox.Spec{Image: "x", StartTimeout: 50 * time.Millisecond}}
-	r, _ := schedulertest.NewRunner(t, env, blockingBackend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Timeouts: scheduler.Timeouts{SandboxStart: time.Minute}})
+	r, _ := schedulertest.NewRunner(t, env, &blockingBackend{}, &schedulertest.Agent{}, scheduler.Config{RunID: "r", Timeouts: scheduler.Timeouts{SandboxStart: time.Minute}})
 	if _, err := r.Run(context.Background(), []scheduler.Task{{ID: "slow-build"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,13 @@ func New(opts ...Option) (*Backend, error) {
 // Isolated reports whether the backend keeps agents apart from plugins.
 func (b *Backend) Isolated() bool { return b.isolate }
 
+// Abilities: containers run an image; they keep the agent apart unless
+// isolation is off (WithIsolation); the default network is the engine's
+// bridge, which an engine may lack.
+func (b *Backend) Abilities(ctx context.Context) sandbox.Abilities {
+	return sandbox.Abilities{Isolated: b.isolate, Images: true, NoDefaultNetwork: b.NoDefaultNetwork(ctx)}
+}
+
 // apparmor reports whether the engine confines containers with AppArmor.
 func (b *Backend) apparmor(ctx context.Context) bool {
 	b.armorOnce.Do(func() {
@@ -257,6 +264,7 @@ type Sandbox struct {
 var (
 	_ sandbox.Sandbox  = (*Sandbox)(nil)
 	_ sandbox.Isolated = (*Sandbox)(nil)
+	_ sandbox.Imaged   = (*Sandbox)(nil)
 )
 
 // ImageDigest is the id (sha256:...) of the image the container runs, so a
@@ -278,12 +286,9 @@ const pluginState = shell.WardenDir + "/plugin"
 // Start resolves the image (local, pulled or built), creates and starts the
 // container, and attaches its shells.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	network := spec.Network
-	if network == "" {
-		network = sandbox.NetworkNone
-	}
-	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
-		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
+	network, err := spec.NetworkMode()
+	if err != nil {
+		return nil, err
 	}
 	private, err := shell.PrivateDirs(spec.Private)
 	if err != nil {

@@ -60,6 +60,21 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The backend's contract (sandboxtest.RunBackend), with isolation and
+// without.
+func TestBackendContract(t *testing.T) {
+	b := newBackend(t)
+	sandboxtest.RunBackend(t, b, sandbox.Spec{Image: sandboxtest.BaseImage()})
+	plain, err := New(WithIsolation(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	t.Run("WithoutIsolation", func(t *testing.T) {
+		sandboxtest.RunBackend(t, plain, sandbox.Spec{Image: sandboxtest.BaseImage()})
+	})
+}
+
 // Without isolation a root shell extracts and reads small files with the
 // warden bound in; another user's goes through the engine's archive API.
 func TestConformancePlain(t *testing.T) {

@@ -176,6 +176,12 @@ func New(cfg Config) (*Backend, error) {
 	return &Backend{cfg: cfg, rest: rc, cs: cs, ns: ns, owner: newName()[len("proctor-"):], log: log}, nil
 }
 
+// Abilities: pods run an image and keep the agent apart unless
+// NoIsolation; the default network is the cluster's pod network.
+func (b *Backend) Abilities(context.Context) sandbox.Abilities {
+	return sandbox.Abilities{Isolated: !b.cfg.NoIsolation, Images: true}
+}
+
 // Namespace is where this backend's pods go.
 func (b *Backend) Namespace() string { return b.ns }
 
@@ -245,6 +251,7 @@ type Sandbox struct {
 var (
 	_ sandbox.Sandbox  = (*Sandbox)(nil)
 	_ sandbox.Isolated = (*Sandbox)(nil)
+	_ sandbox.Imaged   = (*Sandbox)(nil)
 )
 
 // Name is the pod's name.
@@ -261,12 +268,9 @@ func (s *Sandbox) ImageRef() string { return s.ref }
 // registry), creates the pod, waits for it through a watch, and opens its
 // shells.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	network := spec.Network
-	if network == "" {
-		network = sandbox.NetworkNone
-	}
-	if network != sandbox.NetworkNone && network != sandbox.NetworkHost && network != sandbox.NetworkDefault {
-		return nil, fmt.Errorf("sandbox network %q: want %q, %q or %q", network, sandbox.NetworkNone, sandbox.NetworkDefault, sandbox.NetworkHost)
+	network, err := spec.NetworkMode()
+	if err != nil {
+		return nil, err
 	}
 	private, err := shell.PrivateDirs(spec.Private)
 	if err != nil {

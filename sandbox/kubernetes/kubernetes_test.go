@@ -80,6 +80,15 @@ func TestConformanceAgentView(t *testing.T) {
 	})
 }
 
+// The backend's contract (sandboxtest.RunBackend), with isolation and
+// without.
+func TestBackendContract(t *testing.T) {
+	sandboxtest.RunBackend(t, newBackend(t, Config{}), sandbox.Spec{Image: sandboxtest.BaseImage()})
+	t.Run("WithoutIsolation", func(t *testing.T) {
+		sandboxtest.RunBackend(t, newBackend(t, Config{NoIsolation: true}), sandbox.Spec{Image: sandboxtest.BaseImage()})
+	})
+}
+
 // Without isolation one shell serves the plugin and the agent, and the pod
 // holds no CAP_SYS_ADMIN: for clusters that allow only Pod Security
 // "baseline".

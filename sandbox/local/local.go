@@ -47,6 +47,10 @@ type Backend struct {
 
 var _ sandbox.Backend = Backend{}
 
+// Abilities: none. A local sandbox runs no image, keeps nothing apart,
+// and its commands have the host's network whatever the spec asks.
+func (Backend) Abilities(context.Context) sandbox.Abilities { return sandbox.Abilities{} }
+
 var warnOnce sync.Once
 
 // Sandbox is a folder on the host and a persistent bash in it.
@@ -70,6 +74,9 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 // its absolute paths (Terminal-Bench's /tests, /logs) would write them on
 // the host.
 func (b Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if _, err := spec.NetworkMode(); err != nil {
+		return nil, err
+	}
 	switch {
 	case spec.Image != "" || len(spec.BuildContext) > 0:
 		name := spec.Image
@@ -96,6 +103,12 @@ func (b Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 			os.RemoveAll(root)
 			return nil, fmt.Errorf("local sandbox: %w", err)
 		}
+	}
+	// The folder's name holds the run's id only in part (safeLabel):
+	// the whole id, for Prune to tell runs apart.
+	if err := os.WriteFile(filepath.Join(root, runFile), []byte(spec.Labels[sandbox.LabelRun]), 0o644); err != nil {
+		os.RemoveAll(root)
+		return nil, fmt.Errorf("local sandbox: %w", err)
 	}
 	if !b.ProcessGroups {
 		s.cg = s.makeCgroup()
@@ -393,7 +406,11 @@ const markerVar = "PROCTOR_LOCAL_SANDBOX"
 // folder; the run's id follows, so Prune finds a run's leftovers.
 const prefix = "proctor-local-"
 
-// safeLabel keeps a run id usable in a folder name.
+// runFile, in a sandbox's folder, holds the run's whole id.
+const runFile = "run"
+
+// safeLabel keeps a run id usable in a folder name: it maps characters
+// and cuts long ids, so two runs can share one.
 func safeLabel(s string) string {
 	b := []byte(s)
 	for i, c := range b {

@@ -29,6 +29,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The backend's contract (sandboxtest.RunBackend). Its run ids share
+// more than the folders' names keep of them: before the folder held the
+// whole id, a prune of one run removed the other's sandboxes too.
+func TestBackendContract(t *testing.T) {
+	sandboxtest.RunBackend(t, Backend{}, sandbox.Spec{})
+}
+
 func TestWorkdirAndRelativePaths(t *testing.T) {
 	ctx := context.Background()
 	for _, wd := range []string{"", "/app", "proj/sub", "../../escape"} {

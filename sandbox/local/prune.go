@@ -42,6 +42,9 @@ func (Backend) Prune(ctx context.Context, runID string) (int, error) {
 		if st, err := os.Stat(filepath.Join(root, "state")); err != nil || !st.IsDir() {
 			continue // not a sandbox's folder
 		}
+		if !ofRun(root, runID) {
+			continue // another run's, whose id starts the same
+		}
 		if cg := recordedCgroup(root); cg != "" {
 			if err := removeCgroup(ctx, cg); err != nil {
 				errs = append(errs, err)
@@ -66,6 +69,17 @@ func (Backend) Prune(ctx context.Context, runID string) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// ofRun reports whether the sandbox in root belongs to the run runID (to
+// any run when it is empty). The folder's name holds the id only in part;
+// the file runFile holds it whole, where a sandbox has one.
+func ofRun(root, runID string) bool {
+	if runID == "" {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(root, runFile))
+	return err != nil || string(b) == runID
 }
 
 // endProcesses ends every process of the sandboxes' folders roots: each

@@ -99,6 +99,24 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	return sb, nil
 }
 
+// Prune closes the sandboxes of the run runID (of every run when it is
+// empty) still open, as a backend removes what a killed run left, and
+// returns how many it closed.
+func (b *Backend) Prune(ctx context.Context, runID string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for i, s := range b.started {
+		if (runID == "" || b.specs[i].Labels[sandbox.LabelRun] == runID) && !s.closed.Swap(true) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Abilities: none; its sandboxes run no image and keep nothing apart.
+func (b *Backend) Abilities(context.Context) sandbox.Abilities { return sandbox.Abilities{} }
+
 // Started is how many sandboxes were started.
 func (b *Backend) Started() int {
 	b.mu.Lock()
