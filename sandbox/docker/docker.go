@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	dnetwork "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -300,110 +300,121 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	if len(private) > 0 && !b.isolate {
 		return nil, fmt.Errorf("the spec has private folders %v, but this docker backend runs without isolation; turn isolation on ([sandbox] isolation = true)", private)
 	}
-	image, found, err := b.ensureImage(ctx, spec)
+	image, ii, err := b.image(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	if found == nil {
-		ii, err := b.cli.ImageInspect(ctx, image)
-		if err != nil {
-			return nil, fmt.Errorf("inspect image %s: %w", image, engineError(err))
-		}
-		found = &ii
-	}
-	if spec.Layer != nil {
-		if image, found, err = b.layered(ctx, found, spec.Layer); err != nil {
-			return nil, err
-		}
-	}
-	ii := *found
 	// An isolated sandbox needs the warden; one without isolation binds it
-	// where it can (below).
+	// where it can (placeWarden).
 	warden, werr := shell.Warden(ii.Architecture)
 	if b.isolate && werr != nil {
 		return nil, werr
 	}
-	sized := spec.WithDefaults()
-	cpus, mem, pids, disk := sized.CPUs, sized.MemoryMB, sized.PidsMax, sized.DiskMB
-	labels := map[string]string{sandbox.LabelManaged: "true"}
-	for k, v := range spec.Labels {
-		labels[k] = v
-	}
-	env := envList(spec.Env)
-	init := true
-	cfg := &container.Config{
-		Image:      image,
-		WorkingDir: spec.Workdir,
-		Env:        env,
-		User:       spec.User,
-		Labels:     labels,
-	}
-	hc := &container.HostConfig{
-		NetworkMode: container.NetworkMode(network),
-		Init:        &init,
-		Privileged:  false,
-		SecurityOpt: []string{"no-new-privileges"},
-		CapDrop:     []string{"ALL"},
-		CapAdd:      sandbox.Capabilities,
-		Resources: container.Resources{
-			NanoCPUs:   int64(cpus * 1e9),
-			Memory:     mem << 20,
-			MemorySwap: mem << 20,
-			PidsLimit:  &pids,
-		},
-	}
-	if b.isolate {
-		// The warden starts as root and runs the shells as the spec's
-		// user: an exec as root into a container configured for another
-		// user gets no capabilities.
-		cfg.User = "0"
-		// Only the warden uses CAP_SYS_ADMIN: it builds the namespaces and
-		// drops the capability for good before the agent's shell starts.
-		hc.CapAdd = append(slices.Clone(sandbox.Capabilities), sandbox.CapWarden)
-		profile, err := seccomp.Docker()
-		if err != nil {
-			return nil, fmt.Errorf("seccomp profile: %w", err)
-		}
-		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+profile)
-		if b.apparmor(ctx) {
-			// Docker's AppArmor profile forbids every mount, the
-			// warden's too; capabilities, seccomp and the namespaces
-			// still confine the agent.
-			hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
-		}
-	}
-	// A sandbox on network "none" gets no network from the engine at
-	// all: a network sandbox, even of mode "none", costs the engine a hook
-	// on every start that re-executes its own binary (a fifth of a short
-	// rollout's machine CPU here). The container still gets a network
-	// namespace of its own, whose loopback runc brings up; its first
-	// process (the warden's mux, or the shell controller's bash) checks
-	// that it has nothing else and writes the /etc/hosts the engine would
-	// have written. runc brings the loopback up with IPv6 on, where the
-	// engine's "none" has it off (no ::1): a sysctl turns it off. Without
-	// isolation the first process runs as the spec's user, so only a root
-	// one can do it; for the others, the engine does it all.
-	user := spec.User
-	if user == "" && ii.Config != nil {
-		user = ii.Config.User
-	}
-	offline := network == sandbox.NetworkNone && !b.networked.Load() && (b.isolate || rootUser(user))
-	cfg.NetworkDisabled = offline
-	if offline {
-		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1"}
-	}
-	if offline && b.fakeOffline != nil {
-		b.fakeOffline(cfg, hc)
-	}
-	attachFirst(cfg, hc)
-	if b.quota.Load() != quotaNo {
-		hc.StorageOpt = map[string]string{"size": fmt.Sprintf("%dM", disk)}
-	}
-	send, bound, err := b.placeWarden(hc, user, warden, werr)
+	facts, err := b.facts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Entrypoint = b.entrypoint(send, offline)
+	imageUser := ""
+	if ii.Config != nil {
+		imageUser = ii.Config.User
+	}
+	for {
+		p := containerPlan(spec, network, image, imageUser, facts)
+		s, err := b.run(ctx, spec, p, ii.ID, private, warden, werr)
+		if err != nil && p.offline && offlineRefused(err) {
+			// Once: from now on the plan has the engine's "none".
+			b.networkOn(err)
+			facts.networked = true
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// image resolves the spec's image (local, pulled or built, with its layer
+// on top) to a reference and what the engine says of it.
+func (b *Backend) image(ctx context.Context, spec sandbox.Spec) (string, *image.InspectResponse, error) {
+	ref, found, err := b.ensureImage(ctx, spec)
+	if err != nil {
+		return "", nil, err
+	}
+	if found == nil {
+		ii, err := b.cli.ImageInspect(ctx, ref)
+		if err != nil {
+			return "", nil, fmt.Errorf("inspect image %s: %w", ref, engineError(err))
+		}
+		found = &ii
+	}
+	if spec.Layer != nil {
+		return b.layered(ctx, found, spec.Layer)
+	}
+	return ref, found, nil
+}
+
+// facts are what the backend knows of the engine now.
+func (b *Backend) facts(ctx context.Context) (engineFacts, error) {
+	e := engineFacts{isolate: b.isolate, networked: b.networked.Load(), quota: b.quota.Load() != quotaNo}
+	if !b.isolate {
+		return e, nil
+	}
+	profile, err := seccomp.Docker()
+	if err != nil {
+		return e, fmt.Errorf("seccomp profile: %w", err)
+	}
+	e.seccomp, e.apparmor = profile, b.apparmor(ctx)
+	return e, nil
+}
+
+// run creates the container of p, starts it and attaches its shells.
+// imageID is the image the plan's reference names.
+func (b *Backend) run(ctx context.Context, spec sandbox.Spec, p plan, imageID string, private []string, warden []byte, werr error) (*Sandbox, error) {
+	if p.offline && b.fakeOffline != nil {
+		b.fakeOffline(p.cfg, p.hc)
+	}
+	id, send, bound, err := b.create(ctx, p, warden, werr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{b: b, id: id, workdir: spec.Workdir, user: p.user, agentUser: spec.AgentUser, image: imageID, ref: p.cfg.Image, private: private,
+		tmpfsMiB: p.hc.Memory >> 20, bound: bound}
+	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
+	if err := s.boot(ctx, send, p.cfg.Env); err != nil {
+		s.remove(ctx)
+		return nil, fmt.Errorf("container from %s: %w", p.cfg.Image, err)
+	}
+	// The engine's quota holds bytes only: the watchdog holds the inodes
+	// always, and the bytes where there is no quota.
+	sized := spec.WithDefaults()
+	s.watchDisk(sized.DiskMB, sized.DiskInodes, p.hc.StorageOpt == nil)
+	if s.workdir == "" {
+		if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil {
+			s.workdir = strings.TrimSpace(r.Stdout)
+		}
+	}
+	if b.isolate {
+		if err := s.resolveUsers(ctx); err != nil {
+			s.remove(ctx)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// create makes the container of p, with the warden's folder and the
+// backend's binds placed. What the engine refuses (the binds, the disk
+// quota) it learns once: the container is made without it, now and
+// from then on. send is the warden's bytes for the boot script, where the
+// container does not bind its folder.
+func (b *Backend) create(ctx context.Context, p plan, warden []byte, werr error) (id string, send []byte, bound bool, err error) {
+	cfg, hc := p.cfg, p.hc
+	send, bound, err = b.placeWarden(hc, p.user, warden, werr)
+	if err != nil {
+		return "", nil, false, err
+	}
+	cfg.Entrypoint = b.entrypoint(send, p.offline)
 	wardenMounts := len(hc.Mounts)
 	if !b.bindsOff.Load() {
 		hc.Mounts = append(hc.Mounts, b.binds...)
@@ -422,7 +433,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		if b.isolate {
 			send = warden
 		}
-		cfg.Entrypoint = b.entrypoint(send, offline)
+		cfg.Entrypoint = b.entrypoint(send, p.offline)
 		created, err = b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	}
 	if quotaRefused(err) {
@@ -432,52 +443,34 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	} else if err == nil && hc.StorageOpt != nil {
 		b.quota.Store(quotaYes)
 	}
-	if err != nil && offline && offlineRefused(err) {
-		b.networkOn(err)
-		return b.Start(ctx, spec)
+	if err != nil && p.offline && offlineRefused(err) {
+		return "", nil, false, err // Start plans again with the engine's "none"
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create container from %s: %w", image, engineError(err))
+		return "", nil, false, fmt.Errorf("create container from %s: %w", cfg.Image, engineError(err))
 	}
-	s := &Sandbox{b: b, id: created.ID, workdir: spec.Workdir, user: user, agentUser: spec.AgentUser, image: ii.ID, ref: image, private: private, tmpfsMiB: mem, bound: bound}
-	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
-	if err := s.boot(ctx, send, env); err != nil {
-		s.remove(ctx)
-		if offline && offlineRefused(err) {
-			b.networkOn(err)
-			return b.Start(ctx, spec)
+	return created.ID, send, bound, nil
+}
+
+// resolveUsers turns the users into numbers, resolved before the agent
+// can change the image's passwd: later shells (a restart, the remount)
+// and the files the engine copies in use them.
+func (s *Sandbox) resolveUsers(ctx context.Context) error {
+	for _, u := range []struct{ user, owner *string }{{&s.user, &s.owner}, {&s.agentUser, &s.agentOwner}} {
+		if *u.user == "" {
+			continue
 		}
-		return nil, fmt.Errorf("container from %s: %w", image, err)
-	}
-	// The engine's quota holds bytes only: the watchdog holds the inodes
-	// always, and the bytes where there is no quota.
-	s.watchDisk(disk, sized.DiskInodes, hc.StorageOpt == nil)
-	if s.workdir == "" {
-		if r, err := s.sh.Exec(ctx, "pwd", sandbox.ExecOptions{}); err == nil {
-			s.workdir = strings.TrimSpace(r.Stdout)
+		r, err := s.sh.Exec(ctx, shell.WardenCommand("id", *u.user), sandbox.ExecOptions{Fresh: true})
+		ids := strings.TrimSpace(r.Stdout)
+		if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
+			return fmt.Errorf("resolve user %q in the image: %v %s", *u.user, err, strings.TrimSpace(r.Stderr))
 		}
+		*u.user = ids
+		uid, gid, _ := strings.Cut(ids, ":")
+		gid, _, _ = strings.Cut(gid, ":")
+		*u.owner = uid + ":" + gid
 	}
-	if b.isolate {
-		// The users in numbers, resolved before the agent can change the
-		// image's passwd: later shells (a restart, the remount) and the
-		// files the engine copies in use them.
-		for _, u := range []struct{ user, owner *string }{{&s.user, &s.owner}, {&s.agentUser, &s.agentOwner}} {
-			if *u.user == "" {
-				continue
-			}
-			r, err := s.sh.Exec(ctx, shell.WardenCommand("id", *u.user), sandbox.ExecOptions{Fresh: true})
-			ids := strings.TrimSpace(r.Stdout)
-			if err != nil || r.ExitCode != 0 || strings.Count(ids, ":") != 2 {
-				s.remove(ctx)
-				return nil, fmt.Errorf("resolve user %q in the image: %v %s", *u.user, err, strings.TrimSpace(r.Stderr))
-			}
-			*u.user = ids
-			uid, gid, _ := strings.Cut(ids, ":")
-			gid, _, _ = strings.Cut(gid, ":")
-			*u.owner = uid + ":" + gid
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // placeWarden binds the warden's folder into the container (hc), checked

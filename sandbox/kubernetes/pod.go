@@ -49,6 +49,55 @@ func newName() string {
 // the warden's mounts; root runs it when asRoot, which the warden needs
 // (without asRoot, the image's user).
 func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string, asRoot bool) *corev1.Pod {
+	labels, annotations := podLabels(spec.Labels)
+	labels[sandbox.LabelManaged] = "true"
+	labels[labelOwner] = owner
+	network := spec.Network
+	if network == "" {
+		network = sandbox.NetworkNone
+	}
+	labels[LabelNetwork] = string(network)
+
+	var env []corev1.EnvVar
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+	no := false
+	grace := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			HostNetwork:                   false,
+			HostPID:                       false,
+			HostIPC:                       false,
+			ShareProcessNamespace:         &no,
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"bash", "-c", pid1},
+				Env:             env,
+				Resources:       podResources(cfg, spec),
+				SecurityContext: containerSecurity(cfg, asRoot),
+				Stdin:           false,
+				TTY:             false,
+			}},
+		},
+	}
+	placePod(&pod.Spec, cfg)
+	return pod
+}
+
+// podResources are the container's limits, and its requests: a fraction
+// of them (Config.RequestFraction).
+func podResources(cfg *Config, spec sandbox.Spec) corev1.ResourceRequirements {
 	sized := spec.WithDefaults()
 	cpus, mem, disk := sized.CPUs, sized.MemoryMB, sized.DiskMB
 	frac := cfg.RequestFraction
@@ -68,21 +117,14 @@ func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string, asRoot bo
 		corev1.ResourceMemory:           *resource.NewQuantity(max(1<<20, int64(float64(mem<<20)*frac)), resource.BinarySI),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(0, resource.BinarySI),
 	}
+	return corev1.ResourceRequirements{Limits: limits, Requests: requests}
+}
 
-	labels, annotations := podLabels(spec.Labels)
-	labels[sandbox.LabelManaged] = "true"
-	labels[labelOwner] = owner
-	network := spec.Network
-	if network == "" {
-		network = sandbox.NetworkNone
-	}
-	labels[LabelNetwork] = string(network)
-
-	var env []corev1.EnvVar
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
-	}
-
+// containerSecurity is the container's security context: no privileges,
+// capabilities dropped but the few tasks need; with isolation
+// CAP_SYS_ADMIN for the warden, proctor's seccomp profile and no
+// AppArmor; root when asRoot.
+func containerSecurity(cfg *Config, asRoot bool) *corev1.SecurityContext {
 	no := false
 	var caps []corev1.Capability
 	for _, c := range sandbox.Capabilities {
@@ -110,55 +152,31 @@ func podFor(cfg *Config, spec sandbox.Spec, name, image, owner string, asRoot bo
 		root := int64(0)
 		sc.RunAsUser, sc.RunAsGroup = &root, &root
 	}
-	deadline := int64(cfg.ActiveDeadline.Seconds())
-	grace := int64(0)
+	return sc
+}
 
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			AutomountServiceAccountToken:  &no,
-			EnableServiceLinks:            &no,
-			HostNetwork:                   false,
-			HostPID:                       false,
-			HostIPC:                       false,
-			ShareProcessNamespace:         &no,
-			TerminationGracePeriodSeconds: &grace,
-			NodeSelector:                  maps.Clone(cfg.NodeSelector),
-			ServiceAccountName:            cfg.ServiceAccount,
-			SecurityContext: &corev1.PodSecurityContext{
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []corev1.Container{{
-				Name:            containerName,
-				Image:           image,
-				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"bash", "-c", pid1},
-				Env:             env,
-				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
-				SecurityContext: sc,
-				Stdin:           false,
-				TTY:             false,
-			}},
-		},
-	}
-	if deadline > 0 {
-		pod.Spec.ActiveDeadlineSeconds = &deadline
+// placePod sets where and how long the pod may run, as the config says:
+// its deadline, runtime class, pull secrets, node selector, service
+// account and tolerations.
+func placePod(ps *corev1.PodSpec, cfg *Config) {
+	ps.NodeSelector = maps.Clone(cfg.NodeSelector)
+	ps.ServiceAccountName = cfg.ServiceAccount
+	if deadline := int64(cfg.ActiveDeadline.Seconds()); deadline > 0 {
+		ps.ActiveDeadlineSeconds = &deadline
 	}
 	if cfg.RuntimeClass != "" {
 		rc := cfg.RuntimeClass
-		pod.Spec.RuntimeClassName = &rc
+		ps.RuntimeClassName = &rc
 	}
 	for _, s := range cfg.ImagePullSecrets {
-		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+		ps.ImagePullSecrets = append(ps.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	for _, t := range cfg.Tolerations {
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
+		ps.Tolerations = append(ps.Tolerations, corev1.Toleration{
 			Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
 			Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.Seconds,
 		})
 	}
-	return pod
 }
 
 // labelOwner marks the pods of one Backend, so the pods a process made can
