@@ -32,6 +32,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/isolate"
 	"github.com/proctor-dev/proctor/sandbox/mux"
 	"github.com/proctor-dev/proctor/sandbox/seccomp"
 	"github.com/proctor-dev/proctor/sandbox/shell"
@@ -248,7 +249,8 @@ type Sandbox struct {
 	// Isolation: private folders, their tmpfs size, the agent's view.
 	private  []string
 	tmpfsMiB int64
-	pluginNS int // the plugin warden's pid: it holds the plugin's mount namespace
+	pidsMax  int64 // the spec's process limit, which Seal holds
+	pluginNS int   // the plugin warden's pid: it holds the plugin's mount namespace
 	agent    *agentView
 	disk     *diskWatch // nil when the engine enforces the disk limit
 
@@ -379,7 +381,7 @@ func (b *Backend) run(ctx context.Context, spec sandbox.Spec, p plan, imageID st
 		return nil, err
 	}
 	s := &Sandbox{b: b, id: id, workdir: spec.Workdir, user: p.user, agentUser: spec.AgentUser, image: imageID, ref: p.cfg.Image, private: private,
-		tmpfsMiB: p.hc.Memory >> 20, bound: bound}
+		tmpfsMiB: p.hc.Memory >> 20, pidsMax: *p.hc.PidsLimit, bound: bound}
 	s.view = view{s: s, shell: func() *shell.Shell { return s.sh }, plugin: true}
 	if err := s.boot(ctx, send, p.cfg.Env); err != nil {
 		s.remove(ctx)
@@ -654,7 +656,8 @@ func (s *Sandbox) Agent() sandbox.Sandbox {
 }
 
 // Seal empties the private folders for verification, and stops the agent's
-// processes when they leave the sandbox too few process slots.
+// processes when they leave the sandbox too few process slots
+// (isolate.Seal). A sandbox over its disk limit fails with ErrLimit.
 func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err := s.live(); err != nil {
 		return "", err
@@ -662,30 +665,20 @@ func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err := s.disk.exceeded(); err != nil {
 		return "", err
 	}
-	if s.agent == nil {
-		return "", nil
-	}
-	note := ""
-	pids, max, err := s.sh.Stat(ctx)
-	if err != nil {
-		return "", s.gone(ctx, err)
-	}
-	if max > 0 && max-pids < shell.ReservedPids {
-		if err := s.agent.stop(ctx); err != nil {
-			return "", err
-		}
-		note = shell.StoppedNote(pids, max)
-	}
-	if len(s.private) == 0 {
-		return note, nil
-	}
-	// The plugin's shell runs without the capability to mount: the mux
-	// runs the warden as root, which joins its namespace.
-	if err := s.wardenExec(ctx, shell.Remount(s.tmpfsMiB, s.user, s.pluginNS, s.private)...); err != nil {
-		return note, fmt.Errorf("empty the private folders: %w", err)
-	}
-	return note, nil
+	return isolate.Seal(ctx, sealer{s}, isolate.Sandbox{Agent: s.agent != nil, PidsMax: s.pidsMax,
+		Private: s.private, TmpfsMiB: s.tmpfsMiB, User: s.user, PluginNS: s.pluginNS})
 }
+
+// sealer is what isolate.Seal needs of a container: the plugin's shell
+// counts processes, the warden's mux runs the warden as root.
+type sealer struct{ s *Sandbox }
+
+func (x sealer) Stat(ctx context.Context) (pids, max int64, err error) { return x.s.sh.Stat(ctx) }
+func (x sealer) StopAgent(ctx context.Context) error                   { return x.s.agent.stop(ctx) }
+func (x sealer) Warden(ctx context.Context, args ...string) error {
+	return x.s.wardenExec(ctx, args...)
+}
+func (x sealer) Explain(ctx context.Context, err error) error { return x.s.gone(ctx, err) }
 
 // rootUser reports whether a user spec runs as root.
 func rootUser(u string) bool {
@@ -756,42 +749,27 @@ func (a *agentView) stop(ctx context.Context) error {
 	return nil
 }
 
-// Exec runs cmd in the agent's shell. When a command (the agent's own
-// `kill -9 -1`, say) killed the shell while the container still runs, a
-// new shell is started and the call reports exit 137 with a note: what the
-// agent does to its own sandbox is its outcome, not a failure of proctor.
+// Exec runs cmd in the agent's shell (isolate.Exec): a shell that a
+// command killed is started again, and the call reports exit 137. Once
+// the sandbox is over its disk limit, the call fails with ErrLimit.
 func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	if err := a.s.live(); err != nil {
-		return sandbox.ExecResult{}, err
+	return isolate.Exec(ctx, agentSide{a}, cmd, o)
+}
+
+// agentSide is what isolate.Exec needs of the agent's view.
+type agentSide struct{ a *agentView }
+
+func (x agentSide) Shell() isolate.Shell                         { return x.a.current() }
+func (x agentSide) Restart(ctx context.Context) error            { return x.a.start(ctx) }
+func (x agentSide) Closed() bool                                 { return x.a.s.closed.Load() }
+func (x agentSide) Running(ctx context.Context) bool             { return x.a.s.running(ctx) }
+func (x agentSide) Explain(ctx context.Context, err error) error { return x.a.s.gone(ctx, err) }
+
+func (x agentSide) Live() error {
+	if err := x.a.s.live(); err != nil {
+		return err
 	}
-	if err := a.s.disk.exceeded(); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	sh := a.current()
-	r, err := sh.Exec(ctx, cmd, o)
-	if err != nil {
-		// The watchdog stops the agent's shell once over the limit: the
-		// call then fails for that reason, whatever the shell said.
-		if lerr := a.s.disk.exceeded(); lerr != nil {
-			return r, lerr
-		}
-	}
-	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
-		return r, err
-	}
-	if !a.s.running(ctx) {
-		return r, a.s.gone(ctx, err)
-	}
-	a.mu.Lock()
-	same := a.sh == sh
-	a.mu.Unlock()
-	if same {
-		if serr := a.start(ctx); serr != nil {
-			return r, a.s.gone(ctx, fmt.Errorf("%w; starting a new shell: %v", err, serr))
-		}
-		sh.Close()
-	}
-	return sandbox.ExecResult{ExitCode: 137, Stderr: shell.Restarted + "\n", Duration: r.Duration}, nil
+	return x.a.s.disk.exceeded()
 }
 
 // Close ends the agent's shell; the sandbox lives on until its own Close.

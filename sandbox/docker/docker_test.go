@@ -217,6 +217,30 @@ func TestContainerKilledMidExec(t *testing.T) {
 	}
 }
 
+// Seal asks a sandbox whether it still runs, with isolation or without
+// (isolate.Seal): before, a sandbox without isolation was sealed without
+// asking, so a dead one passed Seal.
+func TestSealOfDeadSandbox(t *testing.T) {
+	sandboxtest.RequireDocker(t)
+	plain, err := New(WithIsolation(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	for name, b := range map[string]*Backend{"isolated": newBackend(t), "plain": plain} {
+		t.Run(name, func(t *testing.T) {
+			sb := start(t, b, sandbox.Spec{})
+			if out, err := exec.Command("docker", "kill", sb.ID()).CombinedOutput(); err != nil {
+				t.Fatalf("docker kill: %v: %s", err, out)
+			}
+			poll.Until(t, "the container to stop", func() bool { return !sb.running(context.Background()) })
+			if note, err := sb.Seal(context.Background()); !errors.Is(err, sandbox.ErrGone) {
+				t.Fatalf("seal of a dead sandbox: %q, %v; want ErrGone", note, err)
+			}
+		})
+	}
+}
+
 func TestOOMKilled(t *testing.T) {
 	b := newBackend(t)
 	sb := start(t, b, sandbox.Spec{MemoryMB: 64})

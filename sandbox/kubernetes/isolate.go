@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/sandbox/isolate"
 	"github.com/proctor-dev/proctor/sandbox/shell"
 )
 
@@ -182,48 +183,32 @@ func (s *Sandbox) Agent() sandbox.Sandbox {
 }
 
 // Seal empties the private folders for verification, and stops the agent's
-// processes when they leave the sandbox too few process slots. A pod the
-// cluster stopped for going over its disk limit fails with ErrLimit.
+// processes when they leave the sandbox too few process slots
+// (isolate.Seal). A pod the cluster stopped for going over its disk limit
+// fails with ErrLimit.
 func (s *Sandbox) Seal(ctx context.Context) (string, error) {
 	if err := s.live(); err != nil {
 		return "", err
 	}
-	// The controller's builtin answers without a new process, so a
-	// sandbox without process slots still answers.
-	pids, max, err := s.sh.Stat(ctx)
-	if err != nil {
-		return "", s.explain(ctx, err)
-	}
-	if s.agent == nil {
-		return "", nil
-	}
-	// A pod's process limit is the node's (the kubelet's podPidsLimit),
-	// on the pod's cgroup: the container's own says "max". The sandbox's
-	// is its spec's.
-	if max < 0 || max > s.pidsMax {
-		max = s.pidsMax
-	}
-	note := ""
-	if max-pids < shell.ReservedPids {
-		if err := s.agent.stop(ctx); err != nil {
-			return "", err
-		}
-		note = shell.StoppedNote(pids, max)
-	}
-	if len(s.private) == 0 {
-		return note, nil
-	}
-	// The plugin's shell runs without the capability to mount: a
-	// separate exec of the warden as root joins its namespace.
 	user := ""
 	if s.user != nil {
 		user = s.user.ids()
 	}
-	if err := s.warden(ctx, shell.Remount(s.tmpfsMiB, user, s.pluginNS, s.private)...); err != nil {
-		return note, fmt.Errorf("empty the private folders: %w", err)
-	}
-	return note, nil
+	// A pod's process limit is the node's (the kubelet's podPidsLimit),
+	// on the pod's cgroup: the container's own says "max". isolate.Seal
+	// holds the spec's.
+	return isolate.Seal(ctx, sealer{s}, isolate.Sandbox{Agent: s.agent != nil, PidsMax: s.pidsMax,
+		Private: s.private, TmpfsMiB: s.tmpfsMiB, User: user, PluginNS: s.pluginNS})
 }
+
+// sealer is what isolate.Seal needs of a pod: the plugin's shell counts
+// processes, an exec of its own runs the warden as root.
+type sealer struct{ s *Sandbox }
+
+func (x sealer) Stat(ctx context.Context) (pids, max int64, err error) { return x.s.sh.Stat(ctx) }
+func (x sealer) StopAgent(ctx context.Context) error                   { return x.s.agent.stop(ctx) }
+func (x sealer) Warden(ctx context.Context, args ...string) error      { return x.s.warden(ctx, args...) }
+func (x sealer) Explain(ctx context.Context, err error) error          { return x.s.explain(ctx, err) }
 
 // warden runs the warden with args in an exec of its own, as the
 // container's user (root), and nothing of the image: after the agent's
@@ -303,35 +288,23 @@ func (a *agentView) stop(ctx context.Context) error {
 	return nil
 }
 
-// Exec runs cmd in the agent's shell. When a command (the agent's own
-// `kill -9 -1`, say) killed the shell while the pod still runs, a new
-// shell is started and the call reports exit 137 with a note: what the
-// agent does to its own sandbox is its outcome, not a failure of proctor.
-// A pod the cluster stopped for going over its disk limit fails the call
-// with ErrLimit.
+// Exec runs cmd in the agent's shell (isolate.Exec): a shell that a
+// command killed is started again, and the call reports exit 137. A pod
+// the cluster stopped for going over its disk limit fails the call with
+// ErrLimit.
 func (a *agentView) Exec(ctx context.Context, cmd string, o sandbox.ExecOptions) (sandbox.ExecResult, error) {
-	if err := a.live(); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	sh := a.current()
-	r, err := sh.Exec(ctx, cmd, o)
-	if err == nil || !errors.Is(err, sandbox.ErrGone) || a.s.closed.Load() || ctx.Err() != nil {
-		return r, err
-	}
-	if !a.s.running(ctx) {
-		return r, a.s.explain(ctx, err)
-	}
-	a.mu.Lock()
-	same := a.sh == sh
-	a.mu.Unlock()
-	if same {
-		if serr := a.start(ctx); serr != nil {
-			return r, a.s.explain(ctx, fmt.Errorf("%w; starting a new shell: %v", err, serr))
-		}
-		sh.Close()
-	}
-	return sandbox.ExecResult{ExitCode: 137, Stderr: shell.Restarted + "\n", Duration: r.Duration}, nil
+	return isolate.Exec(ctx, agentSide{a}, cmd, o)
 }
+
+// agentSide is what isolate.Exec needs of the agent's view.
+type agentSide struct{ a *agentView }
+
+func (x agentSide) Shell() isolate.Shell                         { return x.a.current() }
+func (x agentSide) Restart(ctx context.Context) error            { return x.a.start(ctx) }
+func (x agentSide) Live() error                                  { return x.a.live() }
+func (x agentSide) Closed() bool                                 { return x.a.s.closed.Load() }
+func (x agentSide) Running(ctx context.Context) bool             { return x.a.s.running(ctx) }
+func (x agentSide) Explain(ctx context.Context, err error) error { return x.a.s.explain(ctx, err) }
 
 // Close ends the agent's shell; the sandbox lives on until its own Close.
 func (a *agentView) Close(ctx context.Context) error {
