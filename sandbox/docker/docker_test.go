@@ -26,10 +26,10 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
-func newBackend(t testing.TB) *Backend {
+func newBackend(t testing.TB, opts ...Option) *Backend {
 	t.Helper()
 	sandboxtest.RequireDocker(t)
-	b, err := New()
+	b, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +63,8 @@ func TestConformance(t *testing.T) {
 // The backend's contract (sandboxtest.RunBackend), with isolation and
 // without.
 func TestBackendContract(t *testing.T) {
-	b := newBackend(t)
-	sandboxtest.RunBackend(t, b, sandbox.Spec{Image: sandboxtest.BaseImage()})
-	plain, err := New(WithIsolation(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	sandboxtest.RunBackend(t, newBackend(t), sandbox.Spec{Image: sandboxtest.BaseImage()})
+	plain := newBackend(t, WithIsolation(false))
 	t.Run("WithoutIsolation", func(t *testing.T) {
 		sandboxtest.RunBackend(t, plain, sandbox.Spec{Image: sandboxtest.BaseImage()})
 	})
@@ -221,13 +216,7 @@ func TestContainerKilledMidExec(t *testing.T) {
 // (isolate.Seal): before, a sandbox without isolation was sealed without
 // asking, so a dead one passed Seal.
 func TestSealOfDeadSandbox(t *testing.T) {
-	sandboxtest.RequireDocker(t)
-	plain, err := New(WithIsolation(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
-	for name, b := range map[string]*Backend{"isolated": newBackend(t), "plain": plain} {
+	for name, b := range map[string]*Backend{"isolated": newBackend(t), "plain": newBackend(t, WithIsolation(false))} {
 		t.Run(name, func(t *testing.T) {
 			sb := start(t, b, sandbox.Spec{})
 			if out, err := exec.Command("docker", "kill", sb.ID()).CombinedOutput(); err != nil {
