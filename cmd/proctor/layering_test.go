@@ -43,8 +43,9 @@ var never = []struct {
 }
 
 // stdlibOnly are packages that import only the standard library: the
-// records a run directory keeps, which every layer reads.
-var stdlibOnly = []string{"trajectory"}
+// records a run directory keeps, which every layer reads, and the text
+// bounds the plugin runtime shares with the rest of the host.
+var stdlibOnly = []string{"trajectory", "internal/clip"}
 
 // TestLayering keeps the dependency direction of the design: plugins and the
 // SDK see only the standard library and the SDK (plugins also
