@@ -44,8 +44,14 @@ func TestToolSchemasAreTheAgents(t *testing.T) {
 	}
 	for _, s := range ts.Schemas() {
 		got := toolSchemas([]string{s.Function.Name})
-		if len(got) != 1 || !bytes.Equal(got[0].Function.Parameters, s.Function.Parameters) || got[0].Function.Description != s.Function.Description || got[0].Type != s.Type {
-			t.Errorf("%s: the export's definition differs from the agent's", s.Function.Name)
+		if len(got) != 1 {
+			t.Errorf("%s: the export does not know it", s.Function.Name)
+			continue
+		}
+		a, _ := json.Marshal(got[0])
+		b, _ := json.Marshal(s)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the export writes its definition as %s, the agent offers %s", s.Function.Name, a, b)
 		}
 	}
 }
