@@ -102,7 +102,7 @@ type Trajectory struct {
 	Usage      Usage     `json:"usage"`
 	Error      string    `json:"error,omitempty"`
 	// Sampling is what the model's requests asked for, when the model
-	// says; nil in older transcripts.
+	// says (see agent.Sampler); nil in older transcripts.
 	Sampling *Sampling `json:"sampling,omitempty"`
 	// Oracle is what the oracle agent's reference solution printed.
 	Oracle *OracleRun `json:"oracle,omitempty"`
@@ -149,11 +149,11 @@ type Turn struct {
 	// not be read into CompletionLogprobs.
 	Logprobs json.RawMessage `json:"logprobs,omitempty"`
 	// Token ids and logprobs of this call, when the endpoint returned them
-	// (vLLM and SGLang with return_token_ids and logprobs). A prompt
-	// repeats the previous call's prompt and completion: then PromptPrefix
-	// says how many of its first ids those are, and PromptTokenIDs holds
-	// only the rest, which keeps a long rollout's transcript linear in its
-	// length instead of quadratic. FullPrompts expands them.
+	// (see agent.Reply). A prompt repeats the previous call's prompt and
+	// completion: then PromptPrefix says how many of its first ids those
+	// are, and PromptTokenIDs holds only the rest, which keeps a long
+	// rollout's transcript linear in its length instead of quadratic.
+	// FullPrompts expands them.
 	PromptPrefix       int       `json:"prompt_prefix,omitempty"`
 	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
