@@ -15,13 +15,12 @@ import (
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
+// TestMain puts the warden this checkout builds in place for the pods the
+// tests start (sandboxtest.Main), and fails when pods the tests made are
+// left in the namespace after them.
 func TestMain(m *testing.M) {
-	if err := sandboxtest.EnsureWarden(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	b, before := podsBefore()
-	code := m.Run()
+	code := sandboxtest.Main(m)
 	if code == 0 && b != nil {
 		if left := podsLeft(b, before); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "the tests left pods behind (each names its test in %s):\n%s\n", sandbox.LabelRun, strings.Join(left, "\n"))
