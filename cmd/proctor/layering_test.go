@@ -21,6 +21,8 @@ var hostRank = map[string]int{
 	"host/env":       4,
 	"host/run":       5,
 	"host/serve":     6,
+	"host/assemble":  7,
+	"host/doctor":    8,
 }
 
 // never lists, per package (and its subpackages), module packages it must

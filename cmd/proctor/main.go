@@ -26,6 +26,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/term"
 	"github.com/proctor-dev/proctor/sdk"
@@ -73,6 +74,9 @@ func stamp(link, linkRev string, bi *debug.BuildInfo) (version, revision string)
 	}
 	return version, revision
 }
+
+// host is proctor as the run's plugins see it.
+func host() assemble.Host { return assemble.Host{Version: version} }
 
 // fullVersion is the version with the revision when the version does not
 // already name it, as the run manifest records it.

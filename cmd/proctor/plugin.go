@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/fault"
@@ -49,11 +50,11 @@ func isReward(m abi.Manifest) bool {
 // otherwise), granted what its [[reward]] table in c grants (all it
 // declares when c has none).
 func loadReward(ctx context.Context, c *config.Config, ref string) (*plugin.Loaded, *wasm.Runtime, error) {
-	rt, err := newRuntime(ctx, c)
+	rt, err := assemble.Runtime(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plugins(c.BaseDir).Load(ctx, rt, ref, "")
+	p, err := assemble.Plugins(c.BaseDir).Load(ctx, rt, ref, "")
 	if err != nil || !isReward(p.Manifest()) {
 		rt.Close(ctx)
 		return nil, nil, err
@@ -64,7 +65,7 @@ func loadReward(ctx context.Context, c *config.Config, ref string) (*plugin.Load
 	}
 	if err := p.Grant(grants); err != nil {
 		rt.Close(ctx)
-		return nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in its [[reward]] table: " + grantsWith(grants, p.Manifest().Capabilities)}
+		return nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in its [[reward]] table: " + assemble.GrantsWith(grants, p.Manifest().Capabilities)}
 	}
 	return p, rt, nil
 }
@@ -105,12 +106,12 @@ type pushCmd struct {
 }
 
 func (pc pushCmd) Run(g *globals) error {
-	rt, err := inspectRuntime(g.ctx)
+	rt, err := assemble.InspectRuntime(g.ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close(g.ctx)
-	f, err := plugins("").Read(g.ctx, pc.File) // a bundled name first, a path otherwise
+	f, err := assemble.Plugins("").Read(g.ctx, pc.File) // a bundled name first, a path otherwise
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (pc pushCmd) Run(g *globals) error {
 		return &fault.Usage{Err: err}
 	}
 	m := p.Manifest()
-	digest, err := oci.New(filepath.Join(cacheDir(), "oci")).Push(g.ctx, pc.Ref, b, oci.Meta{
+	digest, err := oci.New(filepath.Join(assemble.CacheDir(), "oci")).Push(g.ctx, pc.Ref, b, oci.Meta{
 		Name: m.Name, Version: m.Version, Description: m.Description, ABI: m.ABI,
 		Capabilities: append(slices.Clone(m.Capabilities), m.OptionalCapabilities...),
 	})
@@ -155,7 +156,7 @@ func (pc pullCmd) Run(g *globals) error {
 	if !strings.HasPrefix(ref, oci.Scheme) {
 		ref = oci.Scheme + ref
 	}
-	f, err := plugins("").Read(g.ctx, ref)
+	f, err := assemble.Plugins("").Read(g.ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -169,23 +170,17 @@ func (pc pullCmd) Run(g *globals) error {
 	return nil
 }
 
-func inspectRuntime(ctx context.Context) (*wasm.Runtime, error) {
-	c := &config.Config{}
-	c.Env.MemoryMB, c.Env.HookTimeout.Duration = 256, time.Minute
-	return newRuntime(ctx, c)
-}
-
 type inspectCmd struct {
 	Plugin string `arg:"" help:"Bundled name (tb2, swesmith), path of a .wasm file, or oci://registry/repository:tag (or @sha256:...)."`
 }
 
 func (i inspectCmd) Run(g *globals) error {
-	rt, err := inspectRuntime(g.ctx)
+	rt, err := assemble.InspectRuntime(g.ctx)
 	if err != nil {
 		return err
 	}
 	defer rt.Close(g.ctx)
-	p, err := plugins("").Load(g.ctx, rt, i.Plugin, "")
+	p, err := assemble.Plugins("").Load(g.ctx, rt, i.Plugin, "")
 	if err != nil {
 		return err
 	}
@@ -235,7 +230,7 @@ func cliPlugin(ref string) string {
 func pluginConfig(ref, file string) (*config.Config, error) {
 	ref = cliPlugin(ref)
 	if file != "" {
-		c, err := loadConfig(file, nil)
+		c, err := assemble.LoadConfig(file, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -289,7 +284,7 @@ func (ch checkCmd) Run(g *globals) error {
 		fmt.Fprintf(g.stdout, "ok   describe: %s %s (abi v%d.%d, sha256 %.12s)\n", term.Line(m.Name), term.Line(m.Version), m.ABI, m.ABIMinor, rp.SHA256())
 		return checkReward(ctx, g, c, i, rp)
 	}
-	env, p, rt, err := environment(ctx, c)
+	env, p, rt, err := host().Environment(ctx, c)
 	if err != nil {
 		return err
 	}

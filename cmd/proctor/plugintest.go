@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/proctor-dev/proctor/agent/openai"
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/fault"
@@ -122,7 +123,7 @@ func describe(ck *checks, p *plugin.Loaded) {
 // tasks with the oracle (each must pass) and with nop (none may), scored
 // as eval scores them.
 func (tc testCmd) testEnvironment(g *globals, ck *checks, c *config.Config) error {
-	e, p, rt, err := environment(g.ctx, c)
+	e, p, rt, err := host().Environment(g.ctx, c)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func (tc testCmd) rollouts(g *globals, c *config.Config, kind, dir string) ([]ru
 		return nil, err
 	}
 	defer r.Close()
-	parts, done, err := wire(g.ctx, &cc)
+	parts, done, err := host().Parts(g.ctx, &cc)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (tc testCmd) testReward(g *globals, ck *checks, c *config.Config, i int, p 
 		ck.warn("no config.check: a misspelt key in [reward.config] shows only when a rollout is scored")
 	}
 	if slices.Contains(rw.Grants, abi.OpModelComplete) {
-		complete, err := judgeModel(c, openai.NewLimiter(c.Model.MaxConcurrent))
+		complete, err := assemble.JudgeModel(c, openai.NewLimiter(c.Model.MaxConcurrent))
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -160,7 +161,7 @@ func TestJudgeSharesRunLimiter(t *testing.T) {
 	c := &config.Config{}
 	c.Model.Name, c.Model.BaseURL, c.Model.MaxConcurrent = "judge-model", srv.URL+"/v1", 2
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
-	complete, err := judgeModel(c, lim)
+	complete, err := assemble.JudgeModel(c, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
