@@ -22,7 +22,7 @@ var hostRank = map[string]int{
 	"host/run":       5,
 	"host/serve":     6,
 	"host/assemble":  7,
-	"host/doctor":    8,
+	"host/doctor":    8, "host/plugincheck": 8,
 }
 
 // never lists, per package (and its subpackages), module packages it must
