@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -90,16 +89,11 @@ func imageChecks(ctx context.Context, image string) []Check {
 	return append([]Check{{Name: "base image", OK: true, Info: image}}, isolationChecks(ctx, image)...)
 }
 
-// cacheCheck checks that proctor's cache folder is writable.
+// cacheCheck checks that proctor's cache folder, the one runs use
+// (assemble.CacheDir), is writable.
 func cacheCheck() Check {
-	cache, err := os.UserCacheDir()
-	if v := os.Getenv("PROCTOR_CACHE_DIR"); v != "" {
-		cache, err = v, nil
-	}
-	if err == nil {
-		err = writable(filepath.Join(cache, "proctor"))
-	}
-	if err != nil {
+	cache := assemble.CacheDir()
+	if err := writable(cache); err != nil {
 		return Check{Name: "cache directory", Info: err.Error(), Hint: "set PROCTOR_CACHE_DIR to a writable folder"}
 	}
 	return Check{Name: "cache directory", OK: true, Info: cache}
