@@ -1,10 +1,12 @@
 // Command proctor runs LLM agents on sandboxed tasks and scores them.
 //
-// It is the only package that imports everything: it parses the command
-// line (kong), loads the run configuration, builds the parts of a run (the
-// sandbox backend, the environment and reward plugins, the agent) and hands
-// them to the run library, host/run, and prints what it reports. Errors map
-// to the documented exit codes in one place, exitCode.
+// It keeps the flags, the exit codes and the printing: it parses the
+// command line (kong), has host/assemble build the parts of a run from its
+// configuration (the sandbox backend, the environment and reward plugins,
+// the agent), hands them to the run library, host/run, and prints what it
+// reports. The other commands call their libraries the same way
+// (host/plugincheck, host/doctor, host/view, host/rundir/export). Errors
+// map to the documented exit codes in one place, exitCode.
 package main
 
 import (
