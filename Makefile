@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden tmux test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
+.PHONY: help build plugins warden tmux tmux-background test-setup test-compile test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,9 @@ tmux: ## build the static tmux Terminus-2 brings into images without one, from D
 # the suite starts at once and the runtime builds beside it.
 python-runtime-background: ## start building the Python runtime, if it is not built, and return
 	@bash sdk/python/runtime/build.sh --background
+
+tmux-background: ## start building the static tmux, if it is not built, and return (its users wait for it)
+	@bash agent/terminus/tmuxbin/build.sh --background
 
 test-python: ## run the Python SDK's and the Python plugins' native tests with this machine's python3
 	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -t sdk/python/tests
@@ -82,11 +85,26 @@ agents: base-image ## install the bundled installed agents' pinned CLIs from npm
 test-agents: agents plugins warden ## the real-CLI tests of installed agents (Claude Code, Codex, Gemini CLI, OpenCode), a missing CLI failing
 	PROCTOR_REQUIRE_AGENTS=1 PROCTOR_REQUIRE_DOCKER=1 $(GO) test -run '^TestInstalledAgent' -count=1 -timeout 40m ./cmd/proctor
 
-test: fixture-images plugins warden test-tools python-runtime-background tmux ## run the tests (starts what they need first)
+# What the tests need, all at once: the engine and images (network and
+# disk), the test tools (apt: one install at a time, scripts/apt-lock.sh),
+# the plugins and the warden, and every package and test package compiled
+# into the Go build cache (go list -export: compiled, not linked). On a
+# fresh machine the downloads and the compiling then overlap, and go test
+# starts with only the test binaries left to link. The Python runtime and tmux go on building in the
+# background; the tests that need them wait for their builds' locks.
+test-setup: ## prepare everything the tests need, in parallel
+	@$(MAKE) --no-print-directory -j4 fixture-images test-tools python-runtime-background tmux-background test-compile
+
+# A package that does not compile is go test's to report, with its tests.
+test-compile: plugins warden
+	@$(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
+	@cd $(SDK) && $(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
+
+test: test-setup ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test $(TESTFLAGS) ./...
 
-test-race: fixture-images plugins warden test-tools python-runtime-background tmux ## run the tests under the race detector
+test-race: test-setup ## run the tests under the race detector
 	$(GO) test -race $(TESTFLAGS) ./...
 	cd $(SDK) && $(GO) test -race $(TESTFLAGS) ./...
 

@@ -16,53 +16,30 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
-	"slices"
 	"time"
 
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
-// Message is an OpenAI chat message.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-	// Reasoning is the model's reasoning (reasoning_content or reasoning),
-	// kept in the history as hermes-agent does.
-	Reasoning string `json:"reasoning_content,omitempty"`
-}
-
-// ToolCall is one function call the model asked for.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
-
-// FunctionCall names a tool and carries its JSON arguments as text.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// Usage counts tokens of one or more model calls: a turn's, a
-// trajectory's, a result record's, a judge's.
-type Usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	CachedTokens     int64 `json:"cached_tokens,omitempty"`
-	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
-}
-
-// Add returns the sum of two usages.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens,
-		u.CachedTokens + v.CachedTokens, u.ReasoningTokens + v.ReasoningTokens}
-}
+// The records of what an agent did are the run directory's, in package
+// trajectory (standard library only, so that storage needs nothing that
+// runs); agent names them by alias.
+type (
+	Message        = trajectory.Message
+	ToolCall       = trajectory.ToolCall
+	FunctionCall   = trajectory.FunctionCall
+	Usage          = trajectory.Usage
+	Sampling       = trajectory.Sampling
+	Trajectory     = trajectory.Trajectory
+	Transcript     = trajectory.Transcript
+	Turn           = trajectory.Turn
+	ToolTiming     = trajectory.ToolTiming
+	Schema         = trajectory.Schema
+	SchemaFunction = trajectory.SchemaFunction
+	OracleRun      = trajectory.OracleRun
+)
 
 // Reply is one model answer.
 type Reply struct {
@@ -87,14 +64,6 @@ type Model interface {
 	Complete(ctx context.Context, messages []Message, tools []Schema) (Reply, error)
 }
 
-// Sampling is what a rollout's requests asked of the sampler. A nil field
-// or a zero MaxTokens was not sent: the endpoint's default applied.
-type Sampling struct {
-	Temperature *float64 `json:"temperature,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
-	Seed        *int64   `json:"seed,omitempty"`
-}
-
 // Sampler is a Model that says how it samples; the loop records it in the
 // trajectory, so training data can say at which temperature each rollout
 // was generated.
@@ -115,17 +84,17 @@ type Shell interface {
 
 // Stop reasons.
 const (
-	StopDone          = "done"
-	StopMaxTurns      = "max_turns"
-	StopContextLength = "context_length"
-	StopModelError    = "model_error"
-	StopCancelled     = "cancelled"
-	StopOracle        = "oracle"
-	StopNop           = "nop"
+	StopDone          = trajectory.StopDone
+	StopMaxTurns      = trajectory.StopMaxTurns
+	StopContextLength = trajectory.StopContextLength
+	StopModelError    = trajectory.StopModelError
+	StopCancelled     = trajectory.StopCancelled
+	StopOracle        = trajectory.StopOracle
+	StopNop           = trajectory.StopNop
 	// StopTranscriptLimit: the conversation grew past MaxTranscript (an
 	// endpoint that answers megabytes a turn, say). The agent's outcome:
 	// the rollout is verified as it stands.
-	StopTranscriptLimit = "transcript_limit"
+	StopTranscriptLimit = trajectory.StopTranscriptLimit
 )
 
 // MaxTranscript bounds what a rollout's trajectory holds (the messages'
@@ -136,94 +105,9 @@ const (
 // took proctor to 498 MiB, at 16 MiB to 289 MiB (docs/security.md).
 const MaxTranscript = 16 << 20
 
-// Trajectory is everything a rollout's agent did.
-type Trajectory struct {
-	Agent      string    `json:"agent"`
-	Model      string    `json:"model,omitempty"`
-	Tools      []string  `json:"tools,omitempty"`
-	Messages   []Message `json:"messages"`
-	Turns      []Turn    `json:"turns"`
-	StopReason string    `json:"stop_reason"`
-	Usage      Usage     `json:"usage"`
-	Error      string    `json:"error,omitempty"`
-	// Sampling is what the model's requests asked for, when the model
-	// says (see Sampler); nil in older transcripts.
-	Sampling *Sampling `json:"sampling,omitempty"`
-	// Oracle is what the oracle agent's reference solution printed.
-	Oracle *OracleRun `json:"oracle,omitempty"`
-	// ToolSchemas are the tools the model was offered when they are not
-	// proctor's own (Tools names those): mini-swe-agent's bash, an
-	// installed agent's, as its requests declared them.
-	ToolSchemas []Schema `json:"tool_schemas,omitempty"`
-	// Submission is what an agent that submits (mini-swe-agent) handed
-	// in: its patch, as the reference records it.
-	Submission *string `json:"submission,omitempty"`
-	// SideCalls counts an installed agent's model calls outside its main
-	// conversation (a title, a summary: calls without tools): their usage
-	// is in Usage, not in Turns.
-	SideCalls int `json:"side_calls,omitempty"`
-}
-
-// Transcript is what a run directory keeps of one rollout's agent
-// (transcripts/<rollout>.json): the rollout's identity, the prompt it was
-// given and its trajectory. Exports and reward plugins read this shape.
-type Transcript struct {
-	RolloutID  string      `json:"rollout_id"`
-	TaskID     string      `json:"task_id"`
-	Seed       uint64      `json:"seed"`
-	Prompt     string      `json:"prompt"`
-	System     string      `json:"system"`
-	Trajectory *Trajectory `json:"trajectory"`
-}
-
-// Turn is one model call and the tool calls it asked for.
-type Turn struct {
-	Index     int          `json:"index"`
-	Usage     Usage        `json:"usage"`
-	ModelSecs float64      `json:"model_secs"`
-	Tools     []ToolTiming `json:"tools,omitempty"`
-	Errors    []string     `json:"errors,omitempty"`
-	// Logprobs is the endpoint's logprobs object, kept only when it could
-	// not be read into CompletionLogprobs.
-	Logprobs json.RawMessage `json:"logprobs,omitempty"`
-	// Token ids and logprobs of this call, when the endpoint returned them
-	// (see Reply). A prompt repeats the previous call's prompt and
-	// completion: then PromptPrefix says how many of its first ids those
-	// are, and PromptTokenIDs holds only the rest, which keeps a long
-	// rollout's transcript linear in its length instead of quadratic.
-	// FullPrompts expands them.
-	PromptPrefix       int       `json:"prompt_prefix,omitempty"`
-	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
-	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
-	CompletionLogprobs []float64 `json:"completion_logprobs,omitempty"`
-	// FinishReason is the endpoint's, when it was not "stop" or
-	// "tool_calls" (a reply cut at its output limit: "length").
-	FinishReason string `json:"finish_reason,omitempty"`
-	// Rejected is the reply when the agent did not keep it in the
-	// conversation (mini-swe-agent drops a reply it cannot parse and
-	// tells the model why).
-	Rejected *Message `json:"rejected,omitempty"`
-}
-
 // FullPrompts returns every turn's whole prompt token ids (nil for a turn
 // without), undoing the PromptPrefix sharing.
-func FullPrompts(turns []Turn) ([][]int, error) {
-	out := make([][]int, len(turns))
-	var prev []int // the last call with ids: its prompt and completion
-	for i, t := range turns {
-		if len(t.PromptTokenIDs) == 0 && t.PromptPrefix == 0 {
-			continue
-		}
-		if t.PromptPrefix < 0 || t.PromptPrefix > len(prev) {
-			return nil, fmt.Errorf("turn %d: prompt_prefix %d is not within the previous call's %d tokens", t.Index, t.PromptPrefix, len(prev))
-		}
-		full := make([]int, 0, t.PromptPrefix+len(t.PromptTokenIDs))
-		full = append(append(full, prev[:t.PromptPrefix]...), t.PromptTokenIDs...)
-		out[i] = full
-		prev = append(full[:len(full):len(full)], t.CompletionTokenIDs...)
-	}
-	return out, nil
-}
+func FullPrompts(turns []Turn) ([][]int, error) { return trajectory.FullPrompts(turns) }
 
 // NewTurn is the record of model call i, which took secs and answered
 // reply: its usage, token ids and logprobs. prev is the previous call's
@@ -241,40 +125,11 @@ func NewTurn(i int, reply Reply, secs float64, prev []int) (Turn, []int) {
 	return t, ShareIDs(&t, prev)
 }
 
-// sharePrefix stores a call's prompt ids as the part that does not repeat
-// prev (the previous call's prompt and completion).
-func sharePrefix(t *Turn, prev []int) {
-	p := t.PromptTokenIDs
-	if len(prev) == 0 || len(p) < len(prev) {
-		return
-	}
-	for i, id := range prev {
-		if p[i] != id {
-			return
-		}
-	}
-	t.PromptPrefix, t.PromptTokenIDs = len(prev), p[len(prev):]
-}
-
 // ShareIDs stores a call's token ids in t as the loop does: its prompt
 // ids as the part that does not repeat prev, the previous call's prompt
 // and completion ids. It returns what the next call's prev is (prev
 // itself when t has no prompt ids).
-func ShareIDs(t *Turn, prev []int) []int {
-	if len(t.PromptTokenIDs) == 0 {
-		return prev
-	}
-	next := append(slices.Clone(t.PromptTokenIDs), t.CompletionTokenIDs...)
-	sharePrefix(t, prev)
-	return next
-}
-
-// ToolTiming is one tool call's name, duration and whether it failed.
-type ToolTiming struct {
-	Name   string  `json:"name"`
-	Secs   float64 `json:"secs"`
-	Failed bool    `json:"failed,omitempty"`
-}
+func ShareIDs(t *Turn, prev []int) []int { return trajectory.ShareIDs(t, prev) }
 
 // Loop is the llm agent.
 type Loop struct {
@@ -306,7 +161,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 	var prevIDs []int // the last call's prompt and completion ids
 	size := 0         // what the trajectory weighs (MaxTranscript)
 	for _, m := range tr.Messages {
-		size += m.size()
+		size += m.Size()
 	}
 	tools := l.Tools.NewSession(sh)
 	for i := 0; i < maxTurns; i++ {
@@ -337,7 +192,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 		msg := reply.Message
 		msg.Role = "assistant"
 		tr.Messages = append(tr.Messages, msg)
-		size += msg.size() + turn.size()
+		size += msg.Size() + turn.Size()
 		if len(msg.ToolCalls) == 0 {
 			tr.Turns = append(tr.Turns, turn)
 			tr.StopReason = StopDone
@@ -354,7 +209,7 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 			turn.Tools = append(turn.Tools, ToolTiming{Name: call.Function.Name, Secs: time.Since(t0).Seconds(), Failed: failed})
 			m := Message{Role: "tool", ToolCallID: call.ID, Name: call.Function.Name, Content: out}
 			tr.Messages = append(tr.Messages, m)
-			size += m.size()
+			size += m.Size()
 		}
 		tr.Turns = append(tr.Turns, turn)
 		if size > MaxTranscript {
@@ -364,18 +219,4 @@ func (l *Loop) Run(ctx context.Context, sh Shell, prompt string) (Trajectory, er
 	}
 	tr.StopReason = StopMaxTurns
 	return tr, nil
-}
-
-// size is about what m weighs in a transcript, in bytes.
-func (m Message) size() int {
-	n := len(m.Content) + len(m.Reasoning) + len(m.Name) + len(m.ToolCallID)
-	for _, c := range m.ToolCalls {
-		n += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
-	}
-	return n
-}
-
-// size is about what t's token ids and logprobs weigh in a transcript.
-func (t Turn) size() int {
-	return 8*(len(t.PromptTokenIDs)+len(t.CompletionTokenIDs)) + 20*len(t.CompletionLogprobs) + len(t.Logprobs)
 }

@@ -153,13 +153,6 @@ func (r *Replay) Complete(ctx context.Context, _ []Message, _ []Schema) (Reply, 
 	return Reply{Message: m, FinishReason: finish}, nil
 }
 
-// OracleRun is what applying a task's reference solution printed, and its
-// exit code when it ran to its end.
-type OracleRun struct {
-	Output   string `json:"output"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-}
-
 // Oracle runs the environment's reference solution and keeps what it
 // printed in the trajectory, also when it failed.
 func Oracle(ctx context.Context, apply func(context.Context) (OracleRun, error)) (Trajectory, error) {

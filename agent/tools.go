@@ -2,23 +2,9 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/proctor-dev/proctor/agent/hermes"
 )
-
-// Schema is an OpenAI function tool definition.
-type Schema struct {
-	Type     string         `json:"type"`
-	Function SchemaFunction `json:"function"`
-}
-
-// SchemaFunction describes one tool to the model.
-type SchemaFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
 
 // Toolset is the tools offered to the model: hermes-agent's terminal and
 // file tools, as its Terminal-Bench 2 and SWE environments give them (see

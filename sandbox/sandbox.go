@@ -1,7 +1,8 @@
 // Package sandbox defines where a rollout's commands run: the Sandbox
 // interface every backend implements, the Spec a plugin asks for, and the
 // errors callers can test with errors.Is. Backends live in sub-packages
-// (docker, local); the conformance suite in sandboxtest runs against each.
+// (docker, kubernetes, local); the conformance suite in sandboxtest runs
+// against each.
 package sandbox
 
 import (

@@ -18,9 +18,12 @@ if [ ${#need[@]} -gt 0 ]; then
     log "missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root"
     exit 1
   fi
+  source "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"
+  apt_lock
   log "installing ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  apt_unlock
 fi
 
 if ! docker info >/dev/null 2>&1; then

@@ -13,9 +13,12 @@ if [ "$(id -u)" != 0 ]; then
   echo "test-tools: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
   exit 1
 fi
+source "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"
+apt_lock
 echo "test-tools: installing ${need[*]}" >&2
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+apt_unlock
 # The package starts a registry service on :5000; the tests start their own
 # on free ports. Stop only that service, through its own manager (systemd,
 # or the init script's pidfile): registries other test runs started are

@@ -711,47 +711,11 @@ func (s *Session) searchContent(ctx context.Context, pattern any, p string, glob
 	if !rg && !s.has["grep"] {
 		return searchResult{err: "Content search requires ripgrep (rg) or grep. Install ripgrep: https://github.com/BurntSushi/ripgrep#installation"}, nil
 	}
-	parts := []string{"grep", "-rnH", "--exclude-dir='.*'"}
-	if rg {
-		parts = []string{"rg", "--line-number", "--no-heading", "--with-filename"}
-	}
-	withCtx, err := pyCompare(ctxLines, ">", 0)
+	cmd, withCtx, err := contentCommand(rg, pattern, p, glob, limit, offset, mode, ctxLines)
 	if err != nil {
 		return searchResult{}, err
 	}
-	if withCtx {
-		parts = append(parts, "-C", pyjson.Str(ctxLines))
-	}
-	if pyjson.Truthy(glob) {
-		g, err := argStr(glob, "replace")
-		if err != nil {
-			return searchResult{}, err
-		}
-		flag := "--include"
-		if rg {
-			flag = "--glob"
-		}
-		parts = append(parts, flag, escapeArg(g))
-	}
-	switch mode {
-	case "files_only":
-		parts = append(parts, "-l")
-	case "count":
-		parts = append(parts, "-c")
-	}
-	pat, err := argStr(pattern, "replace")
-	if err != nil {
-		return searchResult{}, err
-	}
-	fetch, err := pyAdd(limit, offset)
-	if err != nil {
-		return searchResult{}, err
-	}
-	if withCtx {
-		fetch, _ = pyAdd(fetch, big.NewInt(200))
-	}
-	parts = append(parts, escapeArg(pat), escapeArg(p), "|", "head", "-n", pyjson.Str(fetch))
-	r, err := s.run(ctx, searchTimeout, 0, step{cmd: strings.Join(parts, " "), shell: true})
+	r, err := s.run(ctx, searchTimeout, 0, step{cmd: cmd, shell: true})
 	if err != nil {
 		return searchResult{}, err
 	}
@@ -773,23 +737,82 @@ func (s *Session) searchContent(ctx context.Context, pattern any, p string, glob
 		}
 		return searchResult{files: page, total: len(all)}, nil
 	case "count":
-		counts := pyjson.NewObject()
-		sum := 0
-		for _, l := range lines {
-			i := strings.LastIndexByte(l, ':')
-			if i < 0 {
-				continue
-			}
-			if n, ok := pyInt(l[i+1:]); ok {
-				if old, had := counts.Get(l[:i]); had {
-					sum -= old.(int)
-				}
-				counts.Set(l[:i], n)
-				sum += n
-			}
-		}
-		return searchResult{counts: counts, total: sum}, nil
+		return countResult(lines), nil
 	}
+	return matchResult(lines, withCtx, offset, stop)
+}
+
+// contentCommand is the shell command of a content search: rg's or
+// grep's, its output cut at limit+offset lines (200 more with context);
+// withCtx says whether it asks for context lines.
+func contentCommand(rg bool, pattern any, p string, glob, limit, offset, mode, ctxLines any) (cmd string, withCtx bool, err error) {
+	parts := []string{"grep", "-rnH", "--exclude-dir='.*'"}
+	if rg {
+		parts = []string{"rg", "--line-number", "--no-heading", "--with-filename"}
+	}
+	withCtx, err = pyCompare(ctxLines, ">", 0)
+	if err != nil {
+		return "", false, err
+	}
+	if withCtx {
+		parts = append(parts, "-C", pyjson.Str(ctxLines))
+	}
+	if pyjson.Truthy(glob) {
+		g, err := argStr(glob, "replace")
+		if err != nil {
+			return "", false, err
+		}
+		flag := "--include"
+		if rg {
+			flag = "--glob"
+		}
+		parts = append(parts, flag, escapeArg(g))
+	}
+	switch mode {
+	case "files_only":
+		parts = append(parts, "-l")
+	case "count":
+		parts = append(parts, "-c")
+	}
+	pat, err := argStr(pattern, "replace")
+	if err != nil {
+		return "", false, err
+	}
+	fetch, err := pyAdd(limit, offset)
+	if err != nil {
+		return "", false, err
+	}
+	if withCtx {
+		fetch, _ = pyAdd(fetch, big.NewInt(200))
+	}
+	parts = append(parts, escapeArg(pat), escapeArg(p), "|", "head", "-n", pyjson.Str(fetch))
+	return strings.Join(parts, " "), withCtx, nil
+}
+
+// countResult reads "path:count" lines (output_mode "count"); a path
+// repeated counts once, with its last count.
+func countResult(lines []string) searchResult {
+	counts := pyjson.NewObject()
+	sum := 0
+	for _, l := range lines {
+		i := strings.LastIndexByte(l, ':')
+		if i < 0 {
+			continue
+		}
+		if n, ok := pyInt(l[i+1:]); ok {
+			if old, had := counts.Get(l[:i]); had {
+				sum -= old.(int)
+			}
+			counts.Set(l[:i], n)
+			sum += n
+		}
+	}
+	return searchResult{counts: counts, total: sum}
+}
+
+// matchResult reads "path:line:content" lines (and "path-line-content"
+// context lines when withCtx) into the page [offset:stop] of matches.
+func matchResult(lines []string, withCtx bool, offset, stop any) (searchResult, error) {
 	var ms []match
 	for _, l := range lines {
 		if l == "" || l == "--" {

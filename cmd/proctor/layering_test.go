@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,19 +38,24 @@ var never = []struct {
 		"the scheduler sees environments, agents and sandboxes only through its interfaces"},
 	{"host/run", []string{"host/env", "host/plugin", "agent/openai", "sandbox/docker", "sandbox/local", "sandbox/kubernetes"},
 		"the run library is handed its parts; only cmd/proctor wires concrete ones"},
-	{"host/rundir", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config"},
-		"the run directory is read by tools that run nothing"},
-	{"host/view", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config", "host/assemble", "agent/openai", "sandbox/docker", "sandbox/local", "sandbox/kubernetes"},
+	{"host/rundir", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config", "agent", "agent/hermes", "sandbox"},
+		"the run directory is read by tools that run nothing (the trajectory types are in package trajectory)"},
+	{"host/rundir/export", []string{"host/assemble"}, "proctor export reads a run directory and runs nothing"},
+	{"host/view", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config", "host/assemble", "agent", "sandbox"},
 		"the viewer reads a run directory and runs nothing"},
-	{"host/rundir/export", []string{"host/scheduler", "host/env", "host/run", "host/assemble"}, "proctor export reads a run directory and runs nothing"},
 	{"host", []string{"cmd"}, "the libraries know nothing of the command line"},
 	{"sandbox", []string{"host", "agent"}, "sandboxes know nothing of runs or agents"},
 	{"agent", []string{"host", "sandbox/docker", "sandbox/local", "sandbox/kubernetes"}, "the agent sees sandboxes only through its Shell interface"},
 }
 
+// stdlibOnly are packages that import only the standard library: the
+// records a run directory keeps, which every layer reads, and the text
+// bounds the plugin runtime shares with the rest of the host.
+var stdlibOnly = []string{"trajectory", "internal/clip"}
+
 // TestLayering keeps the dependency direction of the design: plugins and the
 // SDK see only the standard library and the SDK (plugins also
-// pluginLibraries); inside host/ nothing
+// pluginLibraries), stdlibOnly packages only the standard library; inside host/ nothing
 // imports upward (hostRank) and the lines in never hold; each third-party
 // client has one importer.
 func TestLayering(t *testing.T) {
@@ -69,6 +75,10 @@ func TestLayering(t *testing.T) {
 		}
 		for _, d := range ds {
 			if std(d) {
+				continue
+			}
+			if slices.ContainsFunc(stdlibOnly, func(p string) bool { return under(me, p) }) {
+				t.Errorf("%s imports %s: it may import only the standard library", me, d)
 				continue
 			}
 			if !strings.HasPrefix(d, module) {

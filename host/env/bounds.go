@@ -5,8 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/proctor-dev/proctor/internal/clip"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -63,28 +63,11 @@ func checkTests(tests []abi.TestResult) error {
 		m := tests[i].Message
 		keep := min(len(m), abi.MaxTestMessage, left)
 		if keep < len(m) {
-			tests[i].Message = cutHead(m, keep) + fmt.Sprintf("... [proctor: %d bytes cut]", len(m)-keep)
+			tests[i].Message = clip.Text(m, keep)
 		}
 		left -= keep
 	}
 	return nil
-}
-
-// cutText keeps the head of s up to max bytes, marked; for a plugin's
-// error text, a skip reason, a task's broken reason.
-func cutText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	return cutHead(s, max) + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-max)
-}
-
-// cutHead is the first n bytes of s, without a rune cut in two.
-func cutHead(s string, n int) string {
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
 
 // size is n bytes in words: "12 bytes", "3 KiB", "1.5 MiB".

@@ -149,3 +149,18 @@ func FuzzDecodeTasks(f *testing.F) {
 		}
 	})
 }
+
+// TestCutCountsWhatItCuts: a text cut where its bound falls inside a rune
+// is cut before the rune, and the mark counts every byte cut, the rune's
+// too (it used to count only those past the bound).
+func TestCutCountsWhatItCuts(t *testing.T) {
+	m := strings.Repeat("a", abi.MaxTestMessage-1) + "é" + "b" // é's second byte is at the bound
+	tests := []abi.TestResult{{Name: "t", Status: "failed", Message: m}}
+	if err := checkTests(tests); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("a", abi.MaxTestMessage-1) + "... [proctor: 3 bytes cut]"
+	if got := tests[0].Message; got != want {
+		t.Errorf("cut message ends %q, want %q", got[len(got)-40:], want[len(want)-40:])
+	}
+}

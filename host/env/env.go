@@ -22,6 +22,7 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
+	"github.com/proctor-dev/proctor/internal/clip"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
@@ -106,7 +107,7 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 	var tasks []scheduler.Task
 	for _, t := range resp.Tasks {
 		if why := taskOverBounds(t); why != "" {
-			resp.skip(abi.Skipped{ID: cutText(t.ID, 64), Reason: why})
+			resp.skip(abi.Skipped{ID: clip.Text(t.ID, 64), Reason: why})
 			continue
 		}
 		if t.ID == "" || seen[t.ID] {
@@ -114,7 +115,7 @@ func (e *Plugin) Tasks(ctx context.Context) ([]scheduler.Task, []abi.Skipped, er
 			continue
 		}
 		seen[t.ID] = true
-		t.Broken = cutText(t.Broken, abi.MaxErrorText)
+		t.Broken = clip.Text(t.Broken, abi.MaxErrorText)
 		raw, _ := json.Marshal(t)
 		tasks = append(tasks, scheduler.Task{
 			ID: t.ID, Category: t.Category, Difficulty: t.Difficulty,
@@ -372,7 +373,7 @@ func verdict(v abi.VerifyResponse) scheduler.Verdict {
 		v.Output = fmt.Sprintf("proctor: the verifier's output was %d bytes; its last %d follow\n", n, maxVerdictOutput) + strings.ToValidUTF8(v.Output[n-maxVerdictOutput:], "")
 	}
 	return scheduler.Verdict{Reward: v.Reward, Passed: v.Passed, Scores: v.Scores, Tests: v.Tests, Output: v.Output,
-		Log: capLog(v.Log), RewardSource: cutText(v.RewardSource, maxRewardSource), Failure: cutText(v.Failure, maxFailure)}
+		Log: capLog(v.Log), RewardSource: clip.Text(v.RewardSource, maxRewardSource), Failure: clip.Text(v.Failure, maxFailure)}
 }
 
 // maxFailure caps the reason a verifier reached no reward, which the

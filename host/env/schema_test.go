@@ -25,13 +25,13 @@ const (
 
 // TestRewardRequestSchema keeps docs/reward-request.schema.json, the JSON
 // Schema of what a reward plugin gets, generated from the Go types the
-// host sends (abi.RewardRequest, with the transcript as agent.Transcript)
+// host sends (abi.RewardRequest, with the transcript as trajectory.Transcript)
 // and their doc comments. A field added, renamed or documented anew fails
 // here until the file is regenerated with go test -update.
 func TestRewardRequestSchema(t *testing.T) {
 	g := &schemaGen{docs: map[string]string{}, defs: map[string]any{}}
 	g.readDocs(t, "../../sdk/abi/abi.go", "abi.")
-	g.readDocs(t, "../../agent/agent.go", "agent.")
+	g.readDocs(t, "../../trajectory/trajectory.go", "trajectory.")
 	root := g.schema(reflect.TypeOf(abi.RewardRequest{}))
 	schema := map[string]any{
 		"$schema":     "https://json-schema.org/draft/2020-12/schema",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/proctor-dev/proctor/internal/clip"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -81,7 +82,7 @@ func (a *tasksAnswer) skip(s abi.Skipped) {
 		a.more++
 		return
 	}
-	s.ID, s.Reason = cutText(s.ID, abi.MaxTaskField), cutText(s.Reason, abi.MaxErrorText)
+	s.ID, s.Reason = clip.Text(s.ID, abi.MaxTaskField), clip.Text(s.Reason, abi.MaxErrorText)
 	a.Skipped = append(a.Skipped, s)
 }
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/sdk/abi"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/format from the types")
@@ -29,7 +29,7 @@ func TestFormatsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := agent.Transcript{RolloutID: rec.RolloutID, TaskID: rec.TaskID, Seed: 7, Prompt: "solve it", System: "be careful",
+	tr := trajectory.Transcript{RolloutID: rec.RolloutID, TaskID: rec.TaskID, Seed: 7, Prompt: "solve it", System: "be careful",
 		Trajectory: sampleTrajectory()}
 	for _, f := range []struct {
 		name string
@@ -72,7 +72,7 @@ func indented(t *testing.T, v any) []byte {
 }
 
 func sampleRecord(start time.Time) rundir.Record {
-	env, judgeUsage := 0.5, agent.Usage{PromptTokens: 10, CompletionTokens: 2}
+	env, judgeUsage := 0.5, trajectory.Usage{PromptTokens: 10, CompletionTokens: 2}
 	return rundir.Record{
 		RolloutID: "fix-git#1", TaskID: "fix-git", Attempt: 1, Try: 2, Category: "git", Difficulty: "hard",
 		Outcome: rundir.OutcomeInfraError, ErrorClass: rundir.ClassVerifier, Error: "verify: no reward written",
@@ -81,24 +81,24 @@ func sampleRecord(start time.Time) rundir.Record {
 			{Name: "broken", Weight: 1, Error: "trap"}},
 		Tests:          []abi.TestResult{{Name: "test_a", Status: "passed"}, {Name: "test_b", Status: "failed", Message: "assert 1 == 2"}},
 		VerifierOutput: "1 passed, 1 failed", Turns: 3,
-		Usage:   agent.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 300, ReasoningTokens: 50},
+		Usage:   trajectory.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 300, ReasoningTokens: 50},
 		CostUSD: 0.0125, Phases: map[string]float64{"agent": 12.5, "verify": 3},
 		StartedAt: start, FinishedAt: start.Add(16 * time.Second), Seed: 1234567890123,
 		Image: "proctor-base:bookworm", ImageDigest: "sha256:abcd", Transcript: "transcripts/fix-git.1.try2.json", StopReason: "done",
 	}
 }
 
-func sampleTrajectory() *agent.Trajectory {
+func sampleTrajectory() *trajectory.Trajectory {
 	temp, seed := 0.7, int64(9)
-	return &agent.Trajectory{
-		Agent: "llm", Model: "m", Tools: []string{"terminal"}, StopReason: agent.StopDone, Error: "",
-		Messages: []agent.Message{{Role: "user", Content: "solve it"},
-			{Role: "assistant", Reasoning: "think", ToolCalls: []agent.ToolCall{{ID: "c1", Type: "function", Function: agent.FunctionCall{Name: "terminal", Arguments: `{"command":"ls"}`}}}},
+	return &trajectory.Trajectory{
+		Agent: "llm", Model: "m", Tools: []string{"terminal"}, StopReason: trajectory.StopDone, Error: "",
+		Messages: []trajectory.Message{{Role: "user", Content: "solve it"},
+			{Role: "assistant", Reasoning: "think", ToolCalls: []trajectory.ToolCall{{ID: "c1", Type: "function", Function: trajectory.FunctionCall{Name: "terminal", Arguments: `{"command":"ls"}`}}}},
 			{Role: "tool", ToolCallID: "c1", Name: "terminal", Content: "a.txt"}},
-		Turns: []agent.Turn{{Index: 0, Usage: agent.Usage{PromptTokens: 5, CompletionTokens: 3, CachedTokens: 1, ReasoningTokens: 1}, ModelSecs: 0.25,
+		Turns: []trajectory.Turn{{Index: 0, Usage: trajectory.Usage{PromptTokens: 5, CompletionTokens: 3, CachedTokens: 1, ReasoningTokens: 1}, ModelSecs: 0.25,
 			Errors: []string{"x"}, PromptTokenIDs: []int{1, 2}, CompletionTokenIDs: []int{3}, CompletionLogprobs: []float64{-0.5}}},
-		Usage:    agent.Usage{PromptTokens: 5, CompletionTokens: 3, CachedTokens: 1, ReasoningTokens: 1},
-		Sampling: &agent.Sampling{Temperature: &temp, MaxTokens: 100, Seed: &seed},
+		Usage:    trajectory.Usage{PromptTokens: 5, CompletionTokens: 3, CachedTokens: 1, ReasoningTokens: 1},
+		Sampling: &trajectory.Sampling{Temperature: &temp, MaxTokens: 100, Seed: &seed},
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/sdk/abi"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Outcomes of a rollout.
@@ -61,7 +61,7 @@ type RewardScore struct {
 	Reward float64            `json:"reward"`
 	Scores map[string]float64 `json:"scores,omitempty"`
 	Error  string             `json:"error,omitempty"`
-	Usage  *agent.Usage       `json:"usage,omitempty"`
+	Usage  *trajectory.Usage  `json:"usage,omitempty"`
 }
 
 // Record is one line of results.jsonl: the final outcome of one identity
@@ -85,7 +85,7 @@ type Record struct {
 	Tests          []abi.TestResult   `json:"tests,omitempty"`
 	VerifierOutput string             `json:"verifier_output,omitempty"`
 	Turns          int                `json:"turns"`
-	Usage          agent.Usage        `json:"usage"`
+	Usage          trajectory.Usage   `json:"usage"`
 	CostUSD        float64            `json:"cost_usd,omitempty"`
 	Phases         map[string]float64 `json:"phases"`
 	StartedAt      time.Time          `json:"started_at"`

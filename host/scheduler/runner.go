@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Timeouts bound each phase of a rollout. Zero means no limit beyond the
@@ -48,7 +48,7 @@ type Config struct {
 	// Spec adjusts every sandbox spec (config overrides, labels); may be nil.
 	Spec func(*sandbox.Spec)
 	// Cost prices a rollout's token usage; may be nil.
-	Cost func(agent.Usage) float64
+	Cost func(trajectory.Usage) float64
 	// EnvRewardWeight weighs the environment's reward when Rewards are
 	// stacked (nil: 1).
 	EnvRewardWeight *float64

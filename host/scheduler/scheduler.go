@@ -20,9 +20,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sdk/abi"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Task is one task as the runner sees it. Raw is the plugin's own task
@@ -126,7 +126,7 @@ type AgentInput struct {
 type AgentOutput struct {
 	Transcript any
 	Turns      int
-	Usage      agent.Usage
+	Usage      trajectory.Usage
 	StopReason string
 	// Logs, when set, is a tar of the agent's own logs, kept in the run
 	// directory (agent-logs/); it is closed once read when it is an

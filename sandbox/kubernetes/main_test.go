@@ -1,17 +1,11 @@
 package kubernetes
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
 )
 
-func TestMain(m *testing.M) {
-	if err := sandboxtest.EnsureWarden(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+// TestMain puts the warden this checkout builds in place for the pods the tests start.
+func TestMain(m *testing.M) { os.Exit(sandboxtest.Main(m)) }

@@ -1,10 +1,11 @@
-// Package shell is the persistent shell both sandbox backends share. A small
-// bash controller runs inside the sandbox and starts every command in its own
-// session and process group, with the shell state (working directory and
-// exported variables) restored before and saved after, so `cd` and `export`
-// persist between calls while a timeout can kill a command's whole group.
-// Output goes to files inside the sandbox and only its head and tail travel
-// back, so a command printing 100 MB costs the host at most the cap.
+// Package shell is the persistent shell the sandbox backends (docker,
+// kubernetes, local) share. A small bash controller runs inside the sandbox
+// and starts every command in its own session and process group, with the
+// shell state (working directory and exported variables) restored before
+// and saved after, so `cd` and `export` persist between calls while a
+// timeout can kill a command's whole group. Output goes to files inside the
+// sandbox and only its head and tail travel back, so a command printing
+// 100 MB costs the host at most the cap.
 package shell
 
 import (

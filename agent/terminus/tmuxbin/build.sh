@@ -4,8 +4,13 @@
 # Debian's patches) linked statically against Debian's own static libevent
 # and ncurses, and glibc's.
 #
-#   bash agent/terminus/tmuxbin/build.sh             build unless already built
-#   bash agent/terminus/tmuxbin/build.sh --print-dir print the folder
+#   bash agent/terminus/tmuxbin/build.sh              build unless already built
+#   bash agent/terminus/tmuxbin/build.sh --background start that build and return
+#   bash agent/terminus/tmuxbin/build.sh --print-dir  print the folder
+#
+# A build holds <cache>/tmux/.lock: a second build waits for it, and
+# tmuxbin.Find waits for a build under way, so a background build (its log:
+# <cache>/tmux/build.log) can run while the rest of a test suite does.
 #
 # The result goes to <cache>/tmux/<version>-<digest of this folder>/tmux,
 # where <cache> is $PROCTOR_CACHE_DIR or ${XDG_CACHE_HOME:-~/.cache}/proctor,
@@ -52,8 +57,24 @@ if [ -x "$out/tmux" ]; then
   exit 0
 fi
 mkdir -p "$cache"
-exec 9>"$cache/.lock"
-flock 9
+case "${1:-}" in
+--background)
+  exec 9>"$cache/.lock"
+  if ! flock -n 9; then
+    echo "tmux: a build is under way on this machine (log: $cache/build.log)"
+    exit 0
+  fi
+  # The build inherits the lock (fd 9) and holds it until it ends.
+  setsid bash "${BASH_SOURCE[0]}" --locked </dev/null >"$cache/build.log" 2>&1 &
+  echo "tmux: building in the background (log: $cache/build.log)"
+  exit 0
+  ;;
+--locked) ;; # started by --background, which took the lock
+*)
+  exec 9>"$cache/.lock"
+  flock 9
+  ;;
+esac
 if [ -x "$out/tmux" ]; then
   echo "tmux: $out/tmux (built meanwhile)"
   exit 0

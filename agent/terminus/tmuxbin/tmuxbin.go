@@ -72,13 +72,26 @@ func Dir() string {
 	return filepath.Join(base, "tmux", Key())
 }
 
-// Find returns Dir when it holds a built tmux, else ErrNotBuilt.
+// Find returns Dir when it holds a built tmux, else ErrNotBuilt. When a
+// build is under way on this machine (`build.sh --background`, which `make
+// test` starts), Find waits for it to end first.
 func Find() (string, error) {
 	d := Dir()
-	if st, err := os.Stat(filepath.Join(d, "tmux")); err != nil || st.Mode()&0o111 == 0 {
+	if built(d) {
+		return d, nil
+	}
+	if os.Getenv("PROCTOR_TMUX_DIR") == "" {
+		waitBuild(filepath.Join(filepath.Dir(d), ".lock"))
+	}
+	if !built(d) {
 		return "", ErrNotBuilt
 	}
 	return d, nil
+}
+
+func built(d string) bool {
+	st, err := os.Stat(filepath.Join(d, "tmux"))
+	return err == nil && st.Mode()&0o111 != 0
 }
 
 // Binary reads the built tmux.

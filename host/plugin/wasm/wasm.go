@@ -39,7 +39,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -47,6 +46,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/proctor-dev/proctor/internal/clip"
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
@@ -787,7 +787,7 @@ func (i *Instance) CallRaw(ctx context.Context, hook string, input []byte) ([]by
 			// An operation the plugin waited on was cut by its time.
 			return nil, perr(ErrTimeout, fmt.Errorf("%w; the plugin said: %s", i.p.r.outOfTime(), e.Error))
 		}
-		pe := perr(ErrHookFailed, errors.New(cutText(e.Error, abi.MaxErrorText))).(*PluginError)
+		pe := perr(ErrHookFailed, errors.New(clip.Text(e.Error, abi.MaxErrorText))).(*PluginError)
 		pe.Class = e.Class
 		return nil, pe
 	}
@@ -936,16 +936,4 @@ func (e *instanceEnv) logLine(ctx context.Context, log *slog.Logger, level slog.
 	case left+int64(len(line)) >= 0:
 		log.Warn("plugin log over its budget: further lines of this instance are dropped", "budget", abi.MaxLog)
 	}
-}
-
-// cutText keeps the head of s up to max bytes, saying how much was cut.
-func cutText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return strings.ToValidUTF8(s[:n], "") + fmt.Sprintf("... [proctor: %d bytes cut]", len(s)-n)
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // ATIFVersion is the version of Harbor's Agent Trajectory Interchange
@@ -29,11 +29,11 @@ type ATIFTrajectory struct {
 
 // ATIFAgent names the agent system.
 type ATIFAgent struct {
-	Name            string         `json:"name"`
-	Version         string         `json:"version"`
-	ModelName       string         `json:"model_name,omitempty"`
-	ToolDefinitions []agent.Schema `json:"tool_definitions,omitempty"`
-	Extra           map[string]any `json:"extra,omitempty"`
+	Name            string              `json:"name"`
+	Version         string              `json:"version"`
+	ModelName       string              `json:"model_name,omitempty"`
+	ToolDefinitions []trajectory.Schema `json:"tool_definitions,omitempty"`
+	Extra           map[string]any      `json:"extra,omitempty"`
 }
 
 // ATIFStep is one system prompt, user message, or agent turn (the model's
@@ -103,9 +103,9 @@ type ATIFMeta struct {
 // tool calls, their results as the observation, and its metrics (with token
 // ids and logprobs when recorded); system and user messages are steps of
 // their own. The rollout's outcome, reward and scores go in extra.
-func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory {
+func ATIF(rec rundir.Record, tr *trajectory.Trajectory, meta ATIFMeta) ATIFTrajectory {
 	if tr == nil {
-		tr = &agent.Trajectory{}
+		tr = &trajectory.Trajectory{}
 	}
 	if meta.AgentName == "" {
 		meta.AgentName = "proctor"
@@ -140,7 +140,7 @@ func ATIF(rec rundir.Record, tr *agent.Trajectory, meta ATIFMeta) ATIFTrajectory
 // stepper turns a trajectory's messages into ATIF steps, in order.
 type stepper struct {
 	model      string
-	answered   []agent.Turn // the turns whose call did not fail, in order
+	answered   []trajectory.Turn // the turns whose call did not fail, in order
 	steps      []ATIFStep
 	assistants int               // assistant messages so far
 	used       map[string]bool   // tool_call_ids written so far
@@ -148,7 +148,7 @@ type stepper struct {
 }
 
 // atifSteps are the steps of tr, numbered from 1.
-func atifSteps(tr *agent.Trajectory) []ATIFStep {
+func atifSteps(tr *trajectory.Trajectory) []ATIFStep {
 	st := &stepper{model: tr.Model, answered: answeredTurns(tr.Turns), used: map[string]bool{}}
 	for _, m := range tr.Messages {
 		switch m.Role {
@@ -173,9 +173,9 @@ func atifSteps(tr *agent.Trajectory) []ATIFStep {
 // as ATIF keeps them per step; when they cannot be (a corrupt
 // prompt_prefix), no step gets prompt ids: a stored suffix written as a
 // whole prompt would be wrong.
-func answeredTurns(turns []agent.Turn) []agent.Turn {
-	var answered []agent.Turn
-	prompts, perr := agent.FullPrompts(turns)
+func answeredTurns(turns []trajectory.Turn) []trajectory.Turn {
+	var answered []trajectory.Turn
+	prompts, perr := trajectory.FullPrompts(turns)
 	for i, t := range turns {
 		if len(t.Errors) == 0 && t.Rejected == nil {
 			if perr == nil {
@@ -191,7 +191,7 @@ func answeredTurns(turns []agent.Turn) []agent.Turn {
 }
 
 // result adds a tool result to the observation of the agent step before.
-func (st *stepper) result(m agent.Message) {
+func (st *stepper) result(m trajectory.Message) {
 	if len(st.steps) == 0 || st.steps[len(st.steps)-1].Source != "agent" {
 		return // a result no call asked for: the loop never writes one
 	}
@@ -208,7 +208,7 @@ func (st *stepper) result(m agent.Message) {
 
 // assistant adds an agent step: the message, its tool calls and the
 // metrics of the call that answered.
-func (st *stepper) assistant(m agent.Message) {
+func (st *stepper) assistant(m trajectory.Message) {
 	s := ATIFStep{Source: "agent", ModelName: st.model, Message: m.Content, ReasoningContent: m.Reasoning, LLMCallCount: 1}
 	s.ToolCalls = st.toolCalls(m.ToolCalls)
 	if st.assistants < len(st.answered) {
@@ -221,7 +221,7 @@ func (st *stepper) assistant(m agent.Message) {
 // toolCalls converts one message's calls. Endpoints may reuse call ids
 // across turns (call_0 each time); ATIF's are unique, so a reused id gets
 // the turn's number and the original goes in extra.
-func (st *stepper) toolCalls(calls []agent.ToolCall) []ATIFToolCall {
+func (st *stepper) toolCalls(calls []trajectory.ToolCall) []ATIFToolCall {
 	var out []ATIFToolCall
 	st.callIDs = map[string]string{}
 	for i, c := range calls {
@@ -246,7 +246,7 @@ func (st *stepper) toolCalls(calls []agent.ToolCall) []ATIFToolCall {
 }
 
 // stepMetrics are one call's usage, token ids and logprobs.
-func stepMetrics(t agent.Turn) *ATIFMetrics {
+func stepMetrics(t trajectory.Turn) *ATIFMetrics {
 	m := &ATIFMetrics{
 		PromptTokens: t.Usage.PromptTokens, CompletionTokens: t.Usage.CompletionTokens, CachedTokens: t.Usage.CachedTokens,
 		PromptTokenIDs: t.PromptTokenIDs, CompletionTokenIDs: t.CompletionTokenIDs,
@@ -262,7 +262,7 @@ func stepMetrics(t agent.Turn) *ATIFMetrics {
 }
 
 // finalMetrics are the rollout's totals.
-func finalMetrics(rec rundir.Record, tr *agent.Trajectory, steps int) *ATIFFinalMetrics {
+func finalMetrics(rec rundir.Record, tr *trajectory.Trajectory, steps int) *ATIFFinalMetrics {
 	u := tr.Usage
 	f := &ATIFFinalMetrics{TotalPromptTokens: u.PromptTokens, TotalCompletionTokens: u.CompletionTokens,
 		TotalCachedTokens: u.CachedTokens, TotalSteps: steps}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/openai"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // The ATIF v1.7 schema (Harbor RFC 0001, "ATIF-v1.7"), as its required
@@ -273,7 +273,7 @@ func TestATIFValidatesAgainstV17(t *testing.T) {
 	bad := synth(2, 2, 2)
 	bad.Messages[1].ToolCalls[0].Function.Arguments = `{"command": "ls` // invalid JSON: kept in extra
 	bad.Messages[1].ToolCalls = append(bad.Messages[1].ToolCalls, bad.Messages[1].ToolCalls[0])
-	for name, tr := range map[string]*agent.Trajectory{"loop with tokens": withTokens, "synthetic": synth(4, 3, 2), "bad arguments": bad} {
+	for name, tr := range map[string]*trajectory.Trajectory{"loop with tokens": withTokens, "synthetic": synth(4, 3, 2), "bad arguments": bad} {
 		r := rec("t", 0, 1)
 		r.CostUSD = 0.25
 		doc, err := json.Marshal(ATIF(r, tr, ATIFMeta{RunID: "run-1", AgentVersion: "1.2.3"}))
@@ -304,7 +304,7 @@ func TestATIFValidatesAgainstV17(t *testing.T) {
 	if string(third.ToolCalls[0].Arguments) != `{"command":"ls"}` || third.ReasoningContent == "" {
 		t.Errorf("arguments %s reasoning %q", third.ToolCalls[0].Arguments, third.ReasoningContent)
 	}
-	prompts, err := agent.FullPrompts(withTokens.Turns)
+	prompts, err := trajectory.FullPrompts(withTokens.Turns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestATIFCorruptPromptPrefix(t *testing.T) {
 	// as the loop does, then corrupt turn 2's prefix length.
 	tr.Turns[1].PromptPrefix, tr.Turns[1].PromptTokenIDs = 4, tr.Turns[1].PromptTokenIDs[4:]
 	tr.Turns[2].PromptPrefix, tr.Turns[2].PromptTokenIDs = 99, tr.Turns[2].PromptTokenIDs[8:]
-	if _, err := agent.FullPrompts(tr.Turns); err == nil {
+	if _, err := trajectory.FullPrompts(tr.Turns); err == nil {
 		t.Fatal("the prefix is not corrupt")
 	}
 	a := ATIF(rec("t", 0, 1), tr, ATIFMeta{})

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // ScoredDataGroup is one line of an Atropos groups file: the rollouts of
@@ -43,14 +43,14 @@ type ScoredDataGroup struct {
 // rollouts' messages and scores together, for a trainer that tokenizes
 // them itself; it is never written where ScoredDataGroups are.
 type MessagesGroup struct {
-	Scores           []float64         `json:"scores"`
-	Advantages       [][]float64       `json:"advantages"`
-	RefLogprobs      [][]float64       `json:"ref_logprobs"`
-	Messages         [][]agent.Message `json:"messages"`
-	GenerationParams map[string]any    `json:"generation_params"`
-	GroupOverrides   map[string]any    `json:"group_overrides"`
-	Overrides        []map[string]any  `json:"overrides"`
-	Images           any               `json:"images"`
+	Scores           []float64              `json:"scores"`
+	Advantages       [][]float64            `json:"advantages"`
+	RefLogprobs      [][]float64            `json:"ref_logprobs"`
+	Messages         [][]trajectory.Message `json:"messages"`
+	GenerationParams map[string]any         `json:"generation_params"`
+	GroupOverrides   map[string]any         `json:"group_overrides"`
+	Overrides        []map[string]any       `json:"overrides"`
+	Images           any                    `json:"images"`
 }
 
 // MessagesOnly is the group without its token fields.
@@ -99,13 +99,13 @@ type GroupInfo struct {
 // have token sequences, GroupInfo.Tokens is false and NoTokens says why:
 // the group has no tokens or masks and only its MessagesOnly() may be
 // written. The error is for arguments that do not fit together.
-func Group(recs []rundir.Record, trajs []*agent.Trajectory, f Filter) (ScoredDataGroup, GroupInfo, error) {
+func Group(recs []rundir.Record, trajs []*trajectory.Trajectory, f Filter) (ScoredDataGroup, GroupInfo, error) {
 	var info GroupInfo
 	if len(recs) != len(trajs) {
 		return ScoredDataGroup{}, info, fmt.Errorf("group: %d records but %d trajectories", len(recs), len(trajs))
 	}
 	var g ScoredDataGroup
-	var kept []*agent.Trajectory
+	var kept []*trajectory.Trajectory
 	var ids []string
 	for i, r := range recs {
 		if info.TaskID == "" {
@@ -204,12 +204,12 @@ func Group(recs []rundir.Record, trajs []*agent.Trajectory, f Filter) (ScoredDat
 // rollout (an empty object when its temperature is unknown), and
 // generation_params the temperature and max_tokens every rollout shares.
 // Both are nil when nothing is known (older transcripts, the replay agent).
-func sampling(kept []*agent.Trajectory) (map[string]any, []map[string]any) {
+func sampling(kept []*trajectory.Trajectory) (map[string]any, []map[string]any) {
 	var overrides []map[string]any
 	var temp *float64
 	sameTemp, maxTokens, sameMax := true, 0, true
 	for i, tr := range kept {
-		var s agent.Sampling
+		var s trajectory.Sampling
 		if tr.Sampling != nil {
 			s = *tr.Sampling
 		}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // TestSFTDocExample: the SFT line docs/training.md shows is what SFT
@@ -32,9 +32,9 @@ func TestSFTDocExample(t *testing.T) {
 		t.Fatalf("the SFT example is not JSON: %v", err)
 	}
 
-	tr := &agent.Trajectory{Agent: "llm", Tools: []string{"terminal"}, Messages: []agent.Message{
+	tr := &trajectory.Trajectory{Agent: "llm", Tools: []string{"terminal"}, Messages: []trajectory.Message{
 		{Role: "user", Content: "..."},
-		{Role: "assistant", Reasoning: "...", ToolCalls: []agent.ToolCall{{ID: "call_0", Type: "function", Function: agent.FunctionCall{Name: "terminal", Arguments: `{"command": "ls"}`}}}},
+		{Role: "assistant", Reasoning: "...", ToolCalls: []trajectory.ToolCall{{ID: "call_0", Type: "function", Function: trajectory.FunctionCall{Name: "terminal", Arguments: `{"command": "ls"}`}}}},
 		{Role: "tool", ToolCallID: "call_0", Name: "terminal", Content: "..."},
 	}}
 	line, ok := SFT(rundir.Record{RolloutID: "fix-git#0", TaskID: "fix-git", Outcome: rundir.OutcomePassed, Reward: 1}, tr, Filter{})

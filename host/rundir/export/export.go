@@ -5,7 +5,7 @@
 // Everything here is a pure function of a result record and the trajectory
 // of its transcript, so a caller can stream: read one task's rollouts,
 // convert them, write a line, forget them. Token sequences are built only
-// from the token ids the endpoint returned (agent.Turn's PromptTokenIDs,
+// from the token ids the endpoint returned (trajectory.Turn's PromptTokenIDs,
 // CompletionTokenIDs, CompletionLogprobs), never by retokenizing text: when
 // the ids are missing or do not line up across turns, the group is not a
 // ScoredDataGroup but a MessagesGroup, written to its own file
@@ -17,6 +17,8 @@
 package export
 
 import (
+	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,15 +28,15 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
-// ParseTranscript reads a transcript, or a bare agent.Trajectory as older
+// ParseTranscript reads a transcript, or a bare trajectory.Trajectory as older
 // runs and other tools write it. The bytes are untrusted: anything that is
 // not one of the two shapes is an error, never a panic.
-func ParseTranscript(b []byte) (*agent.Transcript, error) {
-	var t agent.Transcript
+func ParseTranscript(b []byte) (*trajectory.Transcript, error) {
+	var t trajectory.Transcript
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("not a transcript: %w", err)
 	}
@@ -51,7 +53,7 @@ func ParseTranscript(b []byte) (*agent.Transcript, error) {
 	if !hasMsgs && !hasAgent {
 		return nil, errors.New("neither a transcript (no \"trajectory\") nor a trajectory (no \"messages\" or \"agent\")")
 	}
-	var tr agent.Trajectory
+	var tr trajectory.Trajectory
 	if err := json.Unmarshal(b, &tr); err != nil {
 		return nil, err
 	}
@@ -61,14 +63,14 @@ func ParseTranscript(b []byte) (*agent.Transcript, error) {
 
 // ReadTranscript reads and parses the transcript file at path, which is
 // in transcripts/ of its run directory.
-func ReadTranscript(path string) (*agent.Transcript, error) {
+func ReadTranscript(path string) (*trajectory.Transcript, error) {
 	dir := filepath.Dir(filepath.Dir(path))
 	return readTranscript(dir, rundir.TranscriptsDir+"/"+filepath.Base(path))
 }
 
 // readTranscript reads and parses the transcript name of the run directory
 // dir, at most rundir.MaxTranscript of it.
-func readTranscript(dir, name string) (*agent.Transcript, error) {
+func readTranscript(dir, name string) (*trajectory.Transcript, error) {
 	b, err := rundir.ReadTranscript(dir, name)
 	if err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func readTranscript(dir, name string) (*agent.Transcript, error) {
 }
 
 // ReadTrajectory reads the trajectory of a transcript file.
-func ReadTrajectory(path string) (*agent.Trajectory, error) {
+func ReadTrajectory(path string) (*trajectory.Trajectory, error) {
 	t, err := ReadTranscript(path)
 	if err != nil {
 		return nil, err
@@ -126,7 +128,7 @@ const (
 // SkipTraining says why a rollout cannot be training data (an Atropos
 // group's rollout, an SFT line), or "" when it can: Skip's reasons, and a
 // stacked reward that failed (SkipRewardError).
-func SkipTraining(rec rundir.Record, tr *agent.Trajectory) string {
+func SkipTraining(rec rundir.Record, tr *trajectory.Trajectory) string {
 	if why := Skip(rec, tr); why != "" {
 		return why
 	}
@@ -140,7 +142,7 @@ func SkipTraining(rec rundir.Record, tr *agent.Trajectory) string {
 
 // Skip says why a rollout cannot be exported in any format, or "" when it
 // can.
-func Skip(rec rundir.Record, tr *agent.Trajectory) string {
+func Skip(rec rundir.Record, tr *trajectory.Trajectory) string {
 	switch {
 	case rec.Outcome == rundir.OutcomeInfraError:
 		return SkipInfraError
@@ -157,14 +159,32 @@ func Skip(rec rundir.Record, tr *agent.Trajectory) string {
 	return SkipNoModelTurn
 }
 
-var (
-	schemasOnce sync.Once
-	schemas     map[string]agent.Schema
-)
+// toolSchemasJSON are the definitions of proctor's own tools (hermes-agent's,
+// agent/hermes), one JSON object a line, as the llm agent offers them: a
+// transcript names these tools (Trajectory.Tools) instead of repeating
+// them. A copy, so that exporting needs nothing that runs tools;
+// TestToolSchemasAreTheAgents keeps it equal to the agent's, byte for byte
+// (go test ./host/rundir/export -run TestToolSchemasAreTheAgents -update).
+//
+//go:embed toolschemas.jsonl
+var toolSchemasJSON []byte
+
+// schemas are toolSchemasJSON by name.
+var schemas = sync.OnceValue(func() map[string]trajectory.Schema {
+	m := map[string]trajectory.Schema{}
+	for _, line := range bytes.Split(bytes.TrimSpace(toolSchemasJSON), []byte("\n")) {
+		var s trajectory.Schema
+		if err := json.Unmarshal(line, &s); err != nil {
+			panic(fmt.Sprintf("export: toolschemas.jsonl: %v", err)) // embedded: a build defect
+		}
+		m[s.Function.Name] = s
+	}
+	return m
+})
 
 // schemasOf are the tools a rollout's model was offered: the trajectory's
 // own definitions, else those of proctor's tools it names.
-func schemasOf(tr *agent.Trajectory) []agent.Schema {
+func schemasOf(tr *trajectory.Trajectory) []trajectory.Schema {
 	if len(tr.ToolSchemas) > 0 {
 		return tr.ToolSchemas
 	}
@@ -173,22 +193,10 @@ func schemasOf(tr *agent.Trajectory) []agent.Schema {
 
 // toolSchemas returns the definitions of the named tools that proctor
 // knows, in the order named.
-func toolSchemas(names []string) []agent.Schema {
-	schemasOnce.Do(func() {
-		schemas = map[string]agent.Schema{}
-		for set := range agent.Toolsets {
-			ts, err := agent.NewToolset([]string{set})
-			if err != nil {
-				continue
-			}
-			for _, s := range ts.Schemas() {
-				schemas[s.Function.Name] = s
-			}
-		}
-	})
-	var out []agent.Schema
+func toolSchemas(names []string) []trajectory.Schema {
+	var out []trajectory.Schema
 	for _, n := range names {
-		if s, ok := schemas[n]; ok {
+		if s, ok := schemas()[n]; ok {
 			out = append(out, s)
 		}
 	}
@@ -200,7 +208,7 @@ func toolSchemas(names []string) []agent.Schema {
 // trajectories; a nil trajectory when the record names no transcript).
 // Tasks come in the order their first record was written; only one task's
 // transcripts are in memory at a time.
-func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
+func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*trajectory.Trajectory) error) error {
 	if _, err := os.Stat(filepath.Join(dir, rundir.ResultsFile)); err != nil {
 		return fmt.Errorf("%s has no %s: give the directory a run wrote (runs/<name>)", dir, rundir.ResultsFile)
 	}
@@ -238,8 +246,8 @@ func EachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajecto
 // transcript), a few at once: decoding JSON is most of an export's time.
 // A transcript over rundir.MaxTranscript is left unread: its stand-in
 // holds no message, and Skip says SkipTooLarge of it.
-func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
-	trajs := make([]*agent.Trajectory, len(group))
+func ReadGroup(dir string, group []rundir.Record) ([]*trajectory.Trajectory, error) {
+	trajs := make([]*trajectory.Trajectory, len(group))
 	errs := make([]error, len(group))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -255,7 +263,7 @@ func ReadGroup(dir string, group []rundir.Record) ([]*agent.Trajectory, error) {
 			var big *rundir.TooLargeError
 			switch {
 			case errors.As(err, &big):
-				trajs[i] = &agent.Trajectory{StopReason: stopTooLarge, Error: err.Error()}
+				trajs[i] = &trajectory.Trajectory{StopReason: stopTooLarge, Error: err.Error()}
 			case err != nil:
 				errs[i] = err
 			default:

@@ -15,12 +15,13 @@ import (
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sandbox"
 	"github.com/proctor-dev/proctor/sandbox/local"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // rollout runs the real loop against the scripted server in a local
 // sandbox: write a file, run it, list the directory in two calls of one
 // turn, answer.
-func rollout(t testing.TB, cfg openai.Config, drop bool) *agent.Trajectory {
+func rollout(t testing.TB, cfg openai.Config, drop bool) *trajectory.Trajectory {
 	t.Helper()
 	srv := openaitest.New(
 		openaitest.Step{Body: openaitest.Reply("I will write it.", openaitest.Call{Name: "write_file", Args: map[string]any{"path": "hello.py", "content": "print('hello world')\n"}})},
@@ -44,13 +45,13 @@ func rollout(t testing.TB, cfg openai.Config, drop bool) *agent.Trajectory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.StopReason != agent.StopDone || len(tr.Turns) != 4 {
+	if tr.StopReason != trajectory.StopDone || len(tr.Turns) != 4 {
 		t.Fatalf("stop %s after %d turns", tr.StopReason, len(tr.Turns))
 	}
 	return &tr
 }
 
-func chat(t testing.TB, msgs []agent.Message) ([]int, []bool) {
+func chat(t testing.TB, msgs []trajectory.Message) ([]int, []bool) {
 	t.Helper()
 	b, _ := json.Marshal(msgs)
 	var m []openaitest.Message
@@ -90,7 +91,7 @@ func TestTokensThroughTheLoop(t *testing.T) {
 		}
 	}
 	// Each turn's completion sits right after that turn's prompt.
-	prompts, err := agent.FullPrompts(tr.Turns)
+	prompts, err := trajectory.FullPrompts(tr.Turns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestTokensThroughTheLoop(t *testing.T) {
 		t.Errorf("%d generated positions, %d completion tokens", generated, total)
 	}
 
-	g, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{tr, tr}, Filter{})
+	g, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*trajectory.Trajectory{tr, tr}, Filter{})
 	if err != nil || !info.Kept || !info.Tokens || !info.Logprobs || info.NoTokens != "" {
 		t.Fatalf("group: %v %+v", err, info)
 	}
@@ -137,7 +138,7 @@ func TestTemplateDropsReasoning(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Turn != 2 {
 		t.Fatalf("want a prefix error at turn 2, got %v", err)
 	}
-	g, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
+	g, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*trajectory.Trajectory{tr}, Filter{})
 	if info.Tokens || g.Tokens != nil || g.Masks != nil || g.InferenceLogprobs != nil || !strings.Contains(info.NoTokens, "t#0: turn 2") {
 		t.Fatalf("want messages only, got %+v", info)
 	}
@@ -159,7 +160,7 @@ func TestNoTokenIDs(t *testing.T) {
 	if _, err := Tokens(tr); !errors.Is(err, ErrNoTokens) {
 		t.Fatalf("want ErrNoTokens, got %v", err)
 	}
-	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{})
+	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*trajectory.Trajectory{tr}, Filter{})
 	if info.Tokens || info.NoTokens != ErrNoTokens.Error() || !info.Kept {
 		t.Fatalf("%+v", info)
 	}
@@ -172,7 +173,7 @@ func TestMixedGroupNamesRollout(t *testing.T) {
 	for i := range bare.Turns {
 		bare.Turns[i].PromptTokenIDs, bare.Turns[i].CompletionTokenIDs, bare.Turns[i].CompletionLogprobs = nil, nil, nil
 	}
-	_, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1)}, []*agent.Trajectory{synth(3, 4, 2), bare, synth(3, 4, 2)}, Filter{})
+	_, info, err := Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1)}, []*trajectory.Trajectory{synth(3, 4, 2), bare, synth(3, 4, 2)}, Filter{})
 	if err != nil || info.Tokens {
 		t.Fatalf("%v %+v", err, info)
 	}
@@ -180,7 +181,7 @@ func TestMixedGroupNamesRollout(t *testing.T) {
 		t.Errorf("reason %q (%s), want it to start with %q", info.NoTokens, info.NoTokensClass, want)
 	}
 	// No rollout with ids: the reason is the group's, with no rollout named.
-	_, info, _ = Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*agent.Trajectory{bare, bare}, Filter{})
+	_, info, _ = Group([]rundir.Record{rec("t", 0, 1), rec("t", 1, 0)}, []*trajectory.Trajectory{bare, bare}, Filter{})
 	if info.NoTokens != ErrNoTokens.Error() {
 		t.Errorf("reason %q for a group without ids", info.NoTokens)
 	}
@@ -191,7 +192,7 @@ func TestMixedGroupNamesRollout(t *testing.T) {
 // group_overrides always says how many rollouts the group holds.
 func TestGroupSampling(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	with := func(s *agent.Sampling) *agent.Trajectory {
+	with := func(s *trajectory.Sampling) *trajectory.Trajectory {
 		tr := synth(2, 2, 2)
 		tr.Sampling = s
 		return tr
@@ -200,23 +201,23 @@ func TestGroupSampling(t *testing.T) {
 	infra.Outcome = rundir.OutcomeInfraError
 	cases := []struct {
 		name     string
-		sampling []*agent.Sampling
+		sampling []*trajectory.Sampling
 		params   string
 		override string
 	}{
-		{"temperatures differ", []*agent.Sampling{{Temperature: f(0.5), MaxTokens: 100}, {Temperature: f(1), MaxTokens: 100}, {Temperature: f(0.5), MaxTokens: 100}},
+		{"temperatures differ", []*trajectory.Sampling{{Temperature: f(0.5), MaxTokens: 100}, {Temperature: f(1), MaxTokens: 100}, {Temperature: f(0.5), MaxTokens: 100}},
 			`{"max_tokens":100}`, `[{"temperature":0.5},{"temperature":1},{"temperature":0.5}]`},
-		{"shared", []*agent.Sampling{{Temperature: f(0.7), MaxTokens: 64}, {Temperature: f(0.7), MaxTokens: 64}, {Temperature: f(0.7), MaxTokens: 64}},
+		{"shared", []*trajectory.Sampling{{Temperature: f(0.7), MaxTokens: 64}, {Temperature: f(0.7), MaxTokens: 64}, {Temperature: f(0.7), MaxTokens: 64}},
 			`{"max_tokens":64,"temperature":0.7}`, `[{"temperature":0.7},{"temperature":0.7},{"temperature":0.7}]`},
-		{"one unknown", []*agent.Sampling{{Temperature: f(0.7)}, nil, {Temperature: f(0.7)}},
+		{"one unknown", []*trajectory.Sampling{{Temperature: f(0.7)}, nil, {Temperature: f(0.7)}},
 			`null`, `[{"temperature":0.7},{},{"temperature":0.7}]`},
-		{"endpoint default", []*agent.Sampling{{MaxTokens: 8}, {MaxTokens: 8}, {MaxTokens: 8}}, `{"max_tokens":8}`, `null`},
-		{"older transcripts", []*agent.Sampling{nil, nil, nil}, `null`, `null`},
+		{"endpoint default", []*trajectory.Sampling{{MaxTokens: 8}, {MaxTokens: 8}, {MaxTokens: 8}}, `{"max_tokens":8}`, `null`},
+		{"older transcripts", []*trajectory.Sampling{nil, nil, nil}, `null`, `null`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := []rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), infra}
-			trajs := []*agent.Trajectory{with(tc.sampling[0]), with(tc.sampling[1]), with(tc.sampling[2]), synth(2, 2, 2)}
+			trajs := []*trajectory.Trajectory{with(tc.sampling[0]), with(tc.sampling[1]), with(tc.sampling[2]), synth(2, 2, 2)}
 			g, _, err := Group(recs, trajs, Filter{})
 			if err != nil {
 				t.Fatal(err)
@@ -245,9 +246,9 @@ func rec(task string, attempt int, reward float64) rundir.Record {
 
 // synth is a trajectory of n turns whose ids line up: each prompt is the
 // sequence so far plus p new tokens, each completion c tokens.
-func synth(n, p, c int) *agent.Trajectory {
-	tr := &agent.Trajectory{Agent: "llm", Model: "m", Tools: []string{"terminal"}, StopReason: agent.StopDone}
-	tr.Messages = append(tr.Messages, agent.Message{Role: "user", Content: "do it"})
+func synth(n, p, c int) *trajectory.Trajectory {
+	tr := &trajectory.Trajectory{Agent: "llm", Model: "m", Tools: []string{"terminal"}, StopReason: trajectory.StopDone}
+	tr.Messages = append(tr.Messages, trajectory.Message{Role: "user", Content: "do it"})
 	var seq []int
 	next := 1
 	for i := range n {
@@ -264,15 +265,15 @@ func synth(n, p, c int) *agent.Trajectory {
 			next++
 		}
 		seq = append(seq, comp...)
-		tr.Turns = append(tr.Turns, agent.Turn{Index: i, PromptTokenIDs: prompt, CompletionTokenIDs: comp, CompletionLogprobs: lp,
-			Usage: agent.Usage{PromptTokens: int64(len(prompt)), CompletionTokens: int64(c)}})
+		tr.Turns = append(tr.Turns, trajectory.Turn{Index: i, PromptTokenIDs: prompt, CompletionTokenIDs: comp, CompletionLogprobs: lp,
+			Usage: trajectory.Usage{PromptTokens: int64(len(prompt)), CompletionTokens: int64(c)}})
 		if i < n-1 {
 			id := "call_" + string(rune('a'+i%26))
 			tr.Messages = append(tr.Messages,
-				agent.Message{Role: "assistant", Content: "step", ToolCalls: []agent.ToolCall{{ID: id, Type: "function", Function: agent.FunctionCall{Name: "terminal", Arguments: `{"command": "ls"}`}}}},
-				agent.Message{Role: "tool", ToolCallID: id, Name: "terminal", Content: "a.txt"})
+				trajectory.Message{Role: "assistant", Content: "step", ToolCalls: []trajectory.ToolCall{{ID: id, Type: "function", Function: trajectory.FunctionCall{Name: "terminal", Arguments: `{"command": "ls"}`}}}},
+				trajectory.Message{Role: "tool", ToolCallID: id, Name: "terminal", Content: "a.txt"})
 		} else {
-			tr.Messages = append(tr.Messages, agent.Message{Role: "assistant", Content: "done"})
+			tr.Messages = append(tr.Messages, trajectory.Message{Role: "assistant", Content: "done"})
 		}
 	}
 	return tr
@@ -280,7 +281,7 @@ func synth(n, p, c int) *agent.Trajectory {
 
 func TestGroupFilters(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	oracle := &agent.Trajectory{Agent: "oracle", StopReason: agent.StopOracle}
+	oracle := &trajectory.Trajectory{Agent: "oracle", StopReason: trajectory.StopOracle}
 	infra := rec("t", 2, 0)
 	infra.Outcome = rundir.OutcomeInfraError
 	cases := []struct {
@@ -302,7 +303,7 @@ func TestGroupFilters(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := []rundir.Record{rec("t", 0, tc.rewards[0]), rec("t", 1, tc.rewards[1]), infra, rec("t", 3, 1)}
-			trajs := []*agent.Trajectory{synth(3, 4, 2), synth(3, 4, 2), synth(1, 1, 1), oracle}
+			trajs := []*trajectory.Trajectory{synth(3, 4, 2), synth(3, 4, 2), synth(1, 1, 1), oracle}
 			g, info, err := Group(recs, trajs, tc.filter)
 			if err != nil {
 				t.Fatal(err)
@@ -315,11 +316,11 @@ func TestGroupFilters(t *testing.T) {
 			}
 		})
 	}
-	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{nil}, Filter{})
+	_, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*trajectory.Trajectory{nil}, Filter{})
 	if info.Dropped != DropEmpty || info.Skipped[SkipNoTranscript] != 1 {
 		t.Errorf("%+v", info)
 	}
-	if _, _, err := Group([]rundir.Record{rec("t", 0, 1), rec("u", 0, 1)}, []*agent.Trajectory{nil, nil}, Filter{}); err == nil {
+	if _, _, err := Group([]rundir.Record{rec("t", 0, 1), rec("u", 0, 1)}, []*trajectory.Trajectory{nil, nil}, Filter{}); err == nil {
 		t.Error("two tasks in one group")
 	}
 	// Without ids, the length is the last turn's usage.
@@ -327,10 +328,10 @@ func TestGroupFilters(t *testing.T) {
 	for i := range tr.Turns {
 		tr.Turns[i].PromptTokenIDs, tr.Turns[i].CompletionTokenIDs = nil, nil
 	}
-	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 18}); info.Dropped != DropMaxTokens || info.Tokens {
+	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*trajectory.Trajectory{tr}, Filter{MaxTokens: 18}); info.Dropped != DropMaxTokens || info.Tokens {
 		t.Errorf("usage length: %+v", info)
 	}
-	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*agent.Trajectory{tr}, Filter{MaxTokens: 19}); !info.Kept {
+	if _, info, _ := Group([]rundir.Record{rec("t", 0, 1)}, []*trajectory.Trajectory{tr}, Filter{MaxTokens: 19}); !info.Kept {
 		t.Errorf("usage length below the limit: %+v", info)
 	}
 }
@@ -343,7 +344,7 @@ func TestTokensEdgeCases(t *testing.T) {
 		t.Fatalf("misaligned logprobs must drop logprobs only: %v %+v", err, s)
 	}
 	tr = synth(3, 2, 2)
-	tr.Turns = append(tr.Turns, agent.Turn{Index: 3, Errors: []string{"context length exceeded"}})
+	tr.Turns = append(tr.Turns, trajectory.Turn{Index: 3, Errors: []string{"context length exceeded"}})
 	if s, err := Tokens(tr); err != nil || len(s.Tokens) != 12 {
 		t.Fatalf("a failed last call is not a turn: %v", err)
 	}
@@ -368,7 +369,7 @@ func TestTokensEdgeCases(t *testing.T) {
 	if _, err := Tokens(tr); err == nil || NoTokensClass(err) != NoTokensInvalidIDs {
 		t.Fatalf("a corrupt prompt_prefix: %v", err)
 	}
-	if _, err := Tokens(&agent.Trajectory{}); NoTokensClass(err) != NoTokensNoIDs {
+	if _, err := Tokens(&trajectory.Trajectory{}); NoTokensClass(err) != NoTokensNoIDs {
 		t.Fatalf("no ids: %v", err)
 	}
 }
@@ -381,7 +382,7 @@ func TestRewardErrorIsNoTrainingSignal(t *testing.T) {
 	broken.Rewards = []rundir.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}, {Name: "judge", Weight: 0.5, Error: "reward plugin judge: trap"}}
 	fine := rec("t", 0, 1)
 	fine.Rewards = []rundir.RewardScore{{Name: "style", Weight: 0.5, Reward: 1}}
-	g, info, err := Group([]rundir.Record{fine, broken}, []*agent.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
+	g, info, err := Group([]rundir.Record{fine, broken}, []*trajectory.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
 	if err != nil || info.Rollouts != 1 || len(g.Scores) != 1 || g.Scores[0] != 1 || info.Skipped[SkipRewardError] != 1 {
 		t.Fatalf("group: %v %+v scores %v", err, info, g.Scores)
 	}
@@ -412,7 +413,7 @@ func TestSFT(t *testing.T) {
 	if _, ok := SFT(rec("t", 0, 0.4), tr, Filter{MinReward: &min}); ok {
 		t.Error("below min reward")
 	}
-	if _, ok := SFT(rec("t", 0, 1), &agent.Trajectory{Agent: "nop"}, Filter{}); ok {
+	if _, ok := SFT(rec("t", 0, 1), &trajectory.Trajectory{Agent: "nop"}, Filter{}); ok {
 		t.Error("no model turn")
 	}
 }
@@ -451,7 +452,7 @@ func TestParseTranscript(t *testing.T) {
 // them to SFT and ATIF, not proctor's tools of the same names.
 func TestRecordedToolSchemas(t *testing.T) {
 	tr := synth(2, 2, 2)
-	tr.ToolSchemas = []agent.Schema{{Type: "function", Function: agent.SchemaFunction{Name: "exec_command", Description: "the CLI's shell", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	tr.ToolSchemas = []trajectory.Schema{{Type: "function", Function: trajectory.SchemaFunction{Name: "exec_command", Description: "the CLI's shell", Parameters: json.RawMessage(`{"type":"object"}`)}}}
 	line, ok := SFT(rec("t", 0, 1), tr, Filter{})
 	if !ok || len(line.Tools) != 1 || line.Tools[0].Function.Name != "exec_command" {
 		t.Fatalf("sft tools %+v", line.Tools)
@@ -470,7 +471,7 @@ func TestRecordedToolSchemas(t *testing.T) {
 func TestVerifierFailedIsTrainingData(t *testing.T) {
 	hung := rec("t", 1, 0)
 	hung.Outcome, hung.Error = rundir.OutcomeVerifierFailed, "test.sh ran past the verifier timeout of 600s"
-	g, info, err := Group([]rundir.Record{rec("t", 0, 1), hung}, []*agent.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
+	g, info, err := Group([]rundir.Record{rec("t", 0, 1), hung}, []*trajectory.Trajectory{synth(2, 2, 2), synth(2, 2, 2)}, Filter{})
 	if err != nil || info.Rollouts != 2 || !slices.Equal(g.Scores, []float64{1, 0}) || len(info.Skipped) != 0 {
 		t.Fatalf("group: %v %+v scores %v", err, info, g.Scores)
 	}

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Options says what Files writes of a run directory.
@@ -51,7 +51,7 @@ func Files(dir string, o Options) (Stats, error) {
 
 // eachGroup walks the run's groups; a transcript that cannot be read is
 // not the user's mistake.
-func eachGroup(dir string, fn func(recs []rundir.Record, trajs []*agent.Trajectory) error) error {
+func eachGroup(dir string, fn func(recs []rundir.Record, trajs []*trajectory.Trajectory) error) error {
 	if err := EachGroup(dir, fn); err != nil {
 		return &fault.Infra{Err: err}
 	}
@@ -133,7 +133,7 @@ func jsonlFile(dir string, o Options, st *Stats) (err error) {
 		defer msgs.abort()
 		w.Messages = encodeTo[MessagesGroup](msgs)
 	}
-	err = eachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+	err = eachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 		r, err := w.Write(recs, trajs)
 		if err == nil {
 			st.count(o.Format, len(recs), r)
@@ -190,7 +190,7 @@ func atifFiles(dir string, o Options, st *Stats) error {
 	}
 	man, _, _ := rundir.ReadManifest(dir) // no manifest: no session id
 	meta := ATIFMeta{RunID: man.RunID, AgentVersion: o.Version}
-	return eachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+	return eachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 		for i, r := range recs {
 			st.Rollouts++
 			if why := Skip(r, trajs[i]); why != "" {

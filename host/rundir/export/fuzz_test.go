@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // FuzzTranscript: any bytes either fail to parse or go through every
@@ -14,7 +14,7 @@ import (
 // aligned and masks only with -100 or the token itself; an ATIF document
 // of an exportable rollout passes the v1.7 checks.
 func FuzzTranscript(f *testing.F) {
-	wrap := func(tr *agent.Trajectory) []byte {
+	wrap := func(tr *trajectory.Trajectory) []byte {
 		b, _ := json.Marshal(map[string]any{"rollout_id": "a#0", "task_id": "a", "prompt": "p", "trajectory": tr})
 		return b
 	}
@@ -43,7 +43,7 @@ func FuzzTranscript(f *testing.F) {
 			}
 		}
 		r := rundir.Record{RolloutID: "a#0", TaskID: "a", Outcome: rundir.OutcomeFailed}
-		g, info, err := Group([]rundir.Record{r, r}, []*agent.Trajectory{tr, tr}, Filter{MaxTokens: 5})
+		g, info, err := Group([]rundir.Record{r, r}, []*trajectory.Trajectory{tr, tr}, Filter{MaxTokens: 5})
 		if err != nil {
 			t.Fatal(err)
 		}

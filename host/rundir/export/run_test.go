@@ -6,13 +6,13 @@ import (
 	"io"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // writeRun writes a run directory as the runner does: records in
 // results.jsonl, transcripts under transcripts/ (wrapped).
-func writeRun(tb testing.TB, tasks, attempts int, tr func(task, attempt int) *agent.Trajectory) string {
+func writeRun(tb testing.TB, tasks, attempts int, tr func(task, attempt int) *trajectory.Trajectory) string {
 	tb.Helper()
 	dir := tb.TempDir()
 	s, err := rundir.Open(dir)
@@ -42,14 +42,14 @@ func writeRun(tb testing.TB, tasks, attempts int, tr func(task, attempt int) *ag
 }
 
 func TestEachGroup(t *testing.T) {
-	dir := writeRun(t, 3, 2, func(task, attempt int) *agent.Trajectory {
+	dir := writeRun(t, 3, 2, func(task, attempt int) *trajectory.Trajectory {
 		if task == 2 && attempt == 1 {
 			return nil // an infra error before the agent ran
 		}
 		return synth(2, 2, 2)
 	})
 	var got []string
-	err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+	err := EachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 		for i, r := range recs {
 			got = append(got, fmt.Sprintf("%s/%d/%v", r.TaskID, r.Attempt, trajs[i] != nil))
 		}
@@ -72,13 +72,13 @@ func TestEachGroup(t *testing.T) {
 // format: read the transcripts, convert, encode to JSON.
 func BenchmarkExport(b *testing.B) {
 	const tasks, attempts = 500, 4
-	dir := writeRun(b, tasks, attempts, func(int, int) *agent.Trajectory { return synth(8, 64, 32) })
+	dir := writeRun(b, tasks, attempts, func(int, int) *trajectory.Trajectory { return synth(8, 64, 32) })
 	for _, format := range []string{"atropos", "sft", "atif"} {
 		b.Run(format, func(b *testing.B) {
 			enc := json.NewEncoder(io.Discard)
 			for b.Loop() {
 				n := 0
-				err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+				err := EachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 					switch format {
 					case "atropos":
 						g, info, err := Group(recs, trajs, Filter{})
@@ -118,7 +118,7 @@ func BenchmarkExport(b *testing.B) {
 // BenchmarkGroup is the conversion alone, in memory: one group of 4
 // rollouts of 60 turns (a long agentic rollout, 9,600-token sequences).
 func BenchmarkGroup(b *testing.B) {
-	trs := []*agent.Trajectory{synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60)}
+	trs := []*trajectory.Trajectory{synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60), synth(60, 100, 60)}
 	recs := []rundir.Record{rec("t", 0, 1), rec("t", 1, 0), rec("t", 2, 1), rec("t", 3, 0)}
 	for b.Loop() {
 		if _, info, err := Group(recs, trs, Filter{}); err != nil || !info.Tokens {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/proctor-dev/proctor/agent"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Atropos's conventions for positions the model did not generate.
@@ -80,7 +80,7 @@ type Sequence struct {
 // completion sits where the next prompt repeats it. It returns ErrNoTokens
 // when no ids were recorded and an error naming the turn when they do not
 // line up (see NoTokensClass); it never invents a token.
-func Tokens(tr *agent.Trajectory) (Sequence, error) {
+func Tokens(tr *trajectory.Trajectory) (Sequence, error) {
 	var s Sequence
 	logprobs := true
 	recorded := false
@@ -93,7 +93,7 @@ func Tokens(tr *agent.Trajectory) (Sequence, error) {
 	if !recorded {
 		return Sequence{}, ErrNoTokens
 	}
-	prompts, err := agent.FullPrompts(tr.Turns)
+	prompts, err := trajectory.FullPrompts(tr.Turns)
 	if err != nil {
 		return Sequence{}, fmt.Errorf("%w: %v", ErrInvalidIDs, err)
 	}
@@ -147,7 +147,7 @@ func Tokens(tr *agent.Trajectory) (Sequence, error) {
 
 // length is the rollout's length in tokens: by its ids when it has them,
 // else by the prompt and completion usage of its last answered turn.
-func length(tr *agent.Trajectory, s Sequence, ok bool) int {
+func length(tr *trajectory.Trajectory, s Sequence, ok bool) int {
 	if ok {
 		return len(s.Tokens)
 	}

@@ -1,8 +1,8 @@
 package export
 
 import (
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Writer routes the training data of a task's rollouts to where it goes:
@@ -37,7 +37,7 @@ type Routed struct {
 // Write routes the rollouts of one task, its records by attempt and their
 // trajectories (as EachGroup and ReadGroup give them). An error is the
 // group's (Group's) or a destination's.
-func (w Writer) Write(recs []rundir.Record, trajs []*agent.Trajectory) (Routed, error) {
+func (w Writer) Write(recs []rundir.Record, trajs []*trajectory.Trajectory) (Routed, error) {
 	var r Routed
 	if w.Groups != nil {
 		grp, info, err := Group(recs, trajs, w.Filter)

@@ -3,9 +3,9 @@ package export
 import (
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/rundirtest"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // collect is a Writer whose destinations keep what they are given.
@@ -38,7 +38,7 @@ func TestWriterRoutes(t *testing.T) {
 		var c collect
 		var routed []Routed
 		w := c.writer(Filter{}, messages)
-		err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+		err := EachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 			r, err := w.Write(recs, trajs)
 			routed = append(routed, r)
 			return err
@@ -66,7 +66,7 @@ func TestWriterSFTOnly(t *testing.T) {
 	floor := 0.5
 	var lines []SFTRecord
 	w := Writer{Filter: Filter{MinReward: &floor}, SFT: func(l SFTRecord) error { lines = append(lines, l); return nil }}
-	err := EachGroup(dir, func(recs []rundir.Record, trajs []*agent.Trajectory) error {
+	err := EachGroup(dir, func(recs []rundir.Record, trajs []*trajectory.Trajectory) error {
 		r, err := w.Write(recs, trajs)
 		if r.Group.TaskID != "" || r.SFTLines != 1 || r.SFTBelow != 1 {
 			t.Errorf("routed %+v", r)

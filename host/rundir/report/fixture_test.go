@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/abi"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Hostile text a model or a dataset could produce; the report must show it
@@ -89,7 +89,7 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 			tr := f.trajectory(rng, id, a)
 			rec.Turns = len(tr.Turns)
 			rec.StopReason = tr.StopReason
-			rec.Usage = agent.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
+			rec.Usage = trajectory.Usage{PromptTokens: tr.Usage.PromptTokens, CompletionTokens: tr.Usage.CompletionTokens}
 			rec.CostUSD = float64(rec.Usage.PromptTokens)*3e-6 + float64(rec.Usage.CompletionTokens)*15e-6
 			name := rundir.TranscriptName(rec.RolloutID, 0)
 			if err := store.WriteTranscript(name, map[string]any{"rollout_id": rec.RolloutID, "task_id": id, "seed": rec.Seed,
@@ -123,16 +123,16 @@ func (f fixture) write(tb testing.TB, dir string) Summary {
 
 // trajectory is an llm agent's trajectory of f.turns turns: reasoning,
 // terminal calls with arguments, and outputs of a few dozen lines.
-func (f fixture) trajectory(rng *rand.Rand, task string, attempt int) agent.Trajectory {
-	tr := agent.Trajectory{Agent: "llm", Model: "test-model", Tools: []string{"terminal", "file"}, StopReason: agent.StopDone}
-	tr.Messages = []agent.Message{
+func (f fixture) trajectory(rng *rand.Rand, task string, attempt int) trajectory.Trajectory {
+	tr := trajectory.Trajectory{Agent: "llm", Model: "test-model", Tools: []string{"terminal", "file"}, StopReason: trajectory.StopDone}
+	tr.Messages = []trajectory.Message{
 		{Role: "system", Content: "You are an agent working in a Linux sandbox. Use the tools to finish the task."},
 		{Role: "user", Content: fmt.Sprintf("Task %s (attempt %d): fix the failing tests in /app and make sure `pytest -q` passes.", task, attempt)},
 	}
 	for i := range f.turns {
-		call := agent.ToolCall{ID: fmt.Sprintf("call_%d", i), Type: "function",
-			Function: agent.FunctionCall{Name: "terminal", Arguments: fmt.Sprintf(`{"command": "cd /app && pytest -q tests/test_fix.py -k case_%d"}`, i)}}
-		msg := agent.Message{Role: "assistant", Content: fmt.Sprintf("Step %d: run the tests again.", i), ToolCalls: []agent.ToolCall{call},
+		call := trajectory.ToolCall{ID: fmt.Sprintf("call_%d", i), Type: "function",
+			Function: trajectory.FunctionCall{Name: "terminal", Arguments: fmt.Sprintf(`{"command": "cd /app && pytest -q tests/test_fix.py -k case_%d"}`, i)}}
+		msg := trajectory.Message{Role: "assistant", Content: fmt.Sprintf("Step %d: run the tests again.", i), ToolCalls: []trajectory.ToolCall{call},
 			Reasoning: strings.Repeat("The failure points at the parser; check the edge case first. ", 4)}
 		var out strings.Builder
 		for l := range 20 + rng.IntN(20) {
@@ -142,14 +142,14 @@ func (f fixture) trajectory(rng *rand.Rand, task string, attempt int) agent.Traj
 			msg.Content += " " + hostileScript + " " + hostileHTML
 			out.WriteString(hostileScript + "\n")
 		}
-		tr.Messages = append(tr.Messages, msg, agent.Message{Role: "tool", ToolCallID: call.ID, Name: "terminal", Content: out.String()})
-		u := agent.Usage{PromptTokens: int64(1500 + 800*i), CompletionTokens: int64(100 + rng.IntN(300))}
+		tr.Messages = append(tr.Messages, msg, trajectory.Message{Role: "tool", ToolCallID: call.ID, Name: "terminal", Content: out.String()})
+		u := trajectory.Usage{PromptTokens: int64(1500 + 800*i), CompletionTokens: int64(100 + rng.IntN(300))}
 		tr.Usage.PromptTokens += u.PromptTokens
 		tr.Usage.CompletionTokens += u.CompletionTokens
-		tr.Turns = append(tr.Turns, agent.Turn{Index: i, Usage: u, ModelSecs: rng.Float64() * 4,
-			Tools: []agent.ToolTiming{{Name: "terminal", Secs: rng.Float64() * 3}}})
+		tr.Turns = append(tr.Turns, trajectory.Turn{Index: i, Usage: u, ModelSecs: rng.Float64() * 4,
+			Tools: []trajectory.ToolTiming{{Name: "terminal", Secs: rng.Float64() * 3}}})
 	}
-	tr.Messages = append(tr.Messages, agent.Message{Role: "assistant", Content: "All tests pass now."})
-	tr.Turns = append(tr.Turns, agent.Turn{Index: f.turns})
+	tr.Messages = append(tr.Messages, trajectory.Message{Role: "assistant", Content: "All tests pass now."})
+	tr.Turns = append(tr.Turns, trajectory.Turn{Index: f.turns})
 	return tr
 }

@@ -20,9 +20,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/term"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Summary is summary.json.
@@ -39,7 +39,7 @@ type Summary struct {
 	Rewards        map[string]RewardStat  `json:"rewards,omitempty"`
 	PassAtK        map[string]float64     `json:"pass_at_k,omitempty"`
 	Categories     map[string]Rate        `json:"categories,omitempty"`
-	Usage          agent.Usage            `json:"usage"`
+	Usage          trajectory.Usage       `json:"usage"`
 	CostUSD        float64                `json:"cost_usd"`
 	Phases         map[string]PhaseTiming `json:"phases"`
 	Slowest        []Slow                 `json:"slowest"`
@@ -60,10 +60,10 @@ type Summary struct {
 // scored, how many times it failed, and the tokens it spent asking the
 // run's model (a judge's).
 type RewardStat struct {
-	N      int          `json:"n"`
-	Mean   float64      `json:"mean"`
-	Errors int          `json:"errors"`
-	Usage  *agent.Usage `json:"usage,omitempty"`
+	N      int               `json:"n"`
+	Mean   float64           `json:"mean"`
+	Errors int               `json:"errors"`
+	Usage  *trajectory.Usage `json:"usage,omitempty"`
 	// FirstError is the error of the first rollout it failed on.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -79,7 +79,7 @@ func rewardStats(recs []rundir.Record) map[string]RewardStat {
 			}
 			st := out[rs.Name]
 			if rs.Usage != nil {
-				var u agent.Usage
+				var u trajectory.Usage
 				if st.Usage != nil {
 					u = *st.Usage
 				}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/host/rundir"
+	"github.com/proctor-dev/proctor/trajectory"
 )
 
 // Rollout is one rollout of a run directory written by Write.
@@ -43,10 +43,10 @@ func Write(t testing.TB, dir string, rs ...Rollout) *rundir.Store {
 		if r.BreakAt > 0 {
 			prompt := []int{1, 2, 3, 4, 5, 6, 7}
 			prompt[r.BreakAt] = 99
-			tr.Messages = append(tr.Messages, agent.Message{Role: "assistant", Content: "again"})
-			tr.Turns = append(tr.Turns, agent.Turn{Index: 1, PromptTokenIDs: prompt, CompletionTokenIDs: []int{8}})
+			tr.Messages = append(tr.Messages, trajectory.Message{Role: "assistant", Content: "again"})
+			tr.Turns = append(tr.Turns, trajectory.Turn{Index: 1, PromptTokenIDs: prompt, CompletionTokenIDs: []int{8}})
 		}
-		if err := store.WriteTranscript(name, agent.Transcript{RolloutID: id, TaskID: r.Task, Prompt: "solve " + r.Task, Trajectory: tr}); err != nil {
+		if err := store.WriteTranscript(name, trajectory.Transcript{RolloutID: id, TaskID: r.Task, Prompt: "solve " + r.Task, Trajectory: tr}); err != nil {
 			t.Fatal(err)
 		}
 		rec.Transcript = rundir.TranscriptsDir + "/" + name
@@ -59,10 +59,10 @@ func Write(t testing.TB, dir string, rs ...Rollout) *rundir.Store {
 
 // Trajectory is a one-turn rollout of the task, with or without the token
 // ids of its call.
-func Trajectory(task string, ids bool) *agent.Trajectory {
-	tr := &agent.Trajectory{Agent: "llm", Model: "m", StopReason: agent.StopDone,
-		Messages: []agent.Message{{Role: "user", Content: "solve " + task}, {Role: "assistant", Content: "done"}},
-		Turns:    []agent.Turn{{Index: 0, Usage: agent.Usage{PromptTokens: 3, CompletionTokens: 2}}}}
+func Trajectory(task string, ids bool) *trajectory.Trajectory {
+	tr := &trajectory.Trajectory{Agent: "llm", Model: "m", StopReason: trajectory.StopDone,
+		Messages: []trajectory.Message{{Role: "user", Content: "solve " + task}, {Role: "assistant", Content: "done"}},
+		Turns:    []trajectory.Turn{{Index: 0, Usage: trajectory.Usage{PromptTokens: 3, CompletionTokens: 2}}}}
 	if ids {
 		tr.Turns[0].PromptTokenIDs, tr.Turns[0].CompletionTokenIDs = []int{1, 2, 3}, []int{4, 5}
 	}

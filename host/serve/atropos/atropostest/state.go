@@ -167,51 +167,90 @@ func grabWithMinimums(queue []group, batchSize int, envs []env) ([]group, []grou
 	if len(queue) == 0 {
 		return nil, queue
 	}
+	mins, minOrder := minimums(envs)
+	if len(mins) == 0 {
+		return grabExact(queue, batchSize)
+	}
+	packable, hasItems := packableByEnv(queue)
+	need, ok := minimumNeeds(batchSize, mins, minOrder, packable, hasItems)
+	if !ok {
+		return nil, queue
+	}
+	b := packing{queue: queue, size: batchSize, taken: map[int]bool{}}
+	for _, id := range minOrder {
+		if n, ok := need[id]; ok {
+			b.takeMinimum(packable[id], n)
+		}
+	}
+	if b.total < batchSize {
+		b.fill(packable)
+	}
+	if b.total != batchSize {
+		return nil, queue
+	}
+	return b.batch, without(queue, b.taken)
+}
+
+// minimums are the min_batch_allocation of each connected environment
+// that has one, by registered id, and those ids in registration order.
+func minimums(envs []env) (map[int]float64, []int) {
 	mins := map[int]float64{}
-	var minOrder []int
+	var order []int
 	for _, e := range envs {
 		if e.Connected && e.MinBatchAllocation != nil {
 			if _, ok := mins[e.RegisteredID]; !ok {
-				minOrder = append(minOrder, e.RegisteredID)
+				order = append(order, e.RegisteredID)
 			}
 			mins[e.RegisteredID] = *e.MinBatchAllocation
 		}
 	}
-	if len(mins) == 0 {
-		return grabExact(queue, batchSize)
-	}
+	return mins, order
+}
+
+// queued is one group of the queue: its index and its size.
+type queued struct{ idx, size int }
+
+// packableByEnv sorts the queue's groups by environment into packable
+// ones (groups of one size that together make the largest group's size)
+// and says which environments have anything queued.
+func packableByEnv(queue []group) (packable map[int][]queued, hasItems map[int]bool) {
 	maxSize := 0
 	for _, g := range queue {
 		maxSize = max(maxSize, g.size)
 	}
-	type item struct{ idx, size int }
-	bySize := map[int]map[int][]item{} // env -> size -> pending
-	packable := map[int][]item{}
-	hasItems := map[int]bool{}
+	bySize := map[int]map[int][]queued{} // env -> size -> pending
+	packable, hasItems = map[int][]queued{}, map[int]bool{}
 	for i, g := range queue {
 		if g.envID == nil {
 			continue
 		}
 		id := *g.envID
 		if bySize[id] == nil {
-			bySize[id] = map[int][]item{}
+			bySize[id] = map[int][]queued{}
 			hasItems[id] = true
 		}
-		bySize[id][g.size] = append(bySize[id][g.size], item{i, g.size})
+		bySize[id][g.size] = append(bySize[id][g.size], queued{i, g.size})
 		if len(bySize[id][g.size])*g.size == maxSize {
 			packable[id] = append(packable[id], bySize[id][g.size]...)
 			bySize[id][g.size] = nil
 		}
 	}
+	return packable, hasItems
+}
+
+// minimumNeeds is how many sequences each environment with a minimum must
+// get, scaled down when the minima add up to more than a batch; false
+// when one of them has nothing queued or nothing packable.
+func minimumNeeds(batchSize int, mins map[int]float64, order []int, packable map[int][]queued, hasItems map[int]bool) (map[int]int, bool) {
 	need := map[int]int{}
 	totalMin := 0
-	for _, id := range minOrder {
+	for _, id := range order {
 		n := int(float64(batchSize) * mins[id])
 		if n <= 0 {
 			continue
 		}
 		if !hasItems[id] || len(packable[id]) == 0 {
-			return nil, queue
+			return nil, false
 		}
 		need[id] = n
 		totalMin += n
@@ -226,52 +265,62 @@ func grabWithMinimums(queue []group, batchSize int, envs []env) ([]group, []grou
 			need[id] = max(smallest, int(float64(need[id])*scale))
 		}
 	}
-	var batch []group
-	taken := map[int]bool{}
-	takenBy := map[int]int{}
-	total := 0
-	for _, id := range minOrder {
-		n, ok := need[id]
-		if !ok {
+	return need, true
+}
+
+// packing is a batch being made from the queue.
+type packing struct {
+	queue []group
+	size  int // the batch size
+	batch []group
+	taken map[int]bool // queue indices in the batch
+	total int          // sequences in the batch
+}
+
+// take adds the queue's group i to the batch when it fits.
+func (b *packing) take(i int) bool {
+	g := b.queue[i]
+	if b.total+g.size > b.size {
+		return false
+	}
+	b.batch = append(b.batch, g)
+	b.taken[i] = true
+	b.total += g.size
+	return true
+}
+
+// takeMinimum gives an environment its n sequences from its packable
+// groups, in order, skipping those that do not fit.
+func (b *packing) takeMinimum(its []queued, n int) {
+	got := 0
+	for _, it := range its {
+		if got >= n {
+			break
+		}
+		if b.take(it.idx) {
+			got += it.size
+		}
+	}
+}
+
+// fill tops the batch up with the packable groups not taken, in queue
+// order, until it is full.
+func (b *packing) fill(packable map[int][]queued) {
+	isPackable := map[int]bool{}
+	for _, its := range packable {
+		for _, it := range its {
+			isPackable[it.idx] = true
+		}
+	}
+	for i := range b.queue {
+		if b.taken[i] || !isPackable[i] {
 			continue
 		}
-		for _, it := range packable[id] {
-			if takenBy[id] >= n {
-				break
-			}
-			if total+it.size <= batchSize {
-				batch = append(batch, queue[it.idx])
-				taken[it.idx] = true
-				takenBy[id] += it.size
-				total += it.size
-			}
+		b.take(i)
+		if b.total == b.size {
+			break
 		}
 	}
-	if total < batchSize {
-		isPackable := map[int]bool{}
-		for _, its := range packable {
-			for _, it := range its {
-				isPackable[it.idx] = true
-			}
-		}
-		for i, g := range queue {
-			if taken[i] || !isPackable[i] {
-				continue
-			}
-			if total+g.size <= batchSize {
-				batch = append(batch, g)
-				taken[i] = true
-				total += g.size
-			}
-			if total == batchSize {
-				break
-			}
-		}
-	}
-	if total != batchSize {
-		return nil, queue
-	}
-	return batch, without(queue, taken)
 }
 
 // without is the queue less the groups at the taken indices, in order.

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package tmuxbin
+
+func waitBuild(string) {}
