@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/fault"
 	hostrun "github.com/proctor-dev/proctor/host/run" // main has its own run
@@ -31,7 +32,7 @@ func (e evalCmd) Run(g *globals) error { return execute(g, e.Config, e.Set, e.Ou
 // for the config's own directory): it builds the run's parts, has the run
 // library run it, and prints what happened.
 func execute(g *globals, path string, sets []string, out string, opts ...hostrun.Option) error {
-	c, err := loadConfig(path, sets)
+	c, err := assemble.LoadConfig(path, sets)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func executeConfig(g *globals, c *config.Config, out string, wired func(hostrun.
 		return err
 	}
 	defer r.Close()
-	parts, done, err := wire(g.ctx, c)
+	parts, done, err := host().Parts(g.ctx, c)
 	if err != nil {
 		return err
 	}
@@ -123,11 +124,11 @@ type tasksCmd struct {
 }
 
 func (t tasksCmd) Run(g *globals) error {
-	c, err := loadConfig(t.Config, t.Set)
+	c, err := assemble.LoadConfig(t.Config, t.Set)
 	if err != nil {
 		return err
 	}
-	env, _, rt, err := environment(g.ctx, c)
+	env, _, rt, err := host().Environment(g.ctx, c)
 	if err != nil {
 		return err
 	}
@@ -229,11 +230,11 @@ func (p pruneCmd) Run(g *globals) error {
 	c.Sandbox.Backend = "docker"
 	if p.Config != "" {
 		var err error
-		if c, err = loadConfig(p.Config, nil); err != nil {
+		if c, err = assemble.LoadConfig(p.Config, nil); err != nil {
 			return err
 		}
 	}
-	_, prune, err := backend(g.ctx, c)
+	_, prune, err := assemble.Backend(g.ctx, c)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/proctor-dev/proctor/agent"
 	"github.com/proctor-dev/proctor/agent/installed"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/plugin/oci/ocitest"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/sandbox"
@@ -48,7 +49,7 @@ func agentLayer(t testing.TB, name string) (*docker.Backend, sandbox.Spec) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
-	inst := &installed.Installer{CacheDir: filepath.Join(cacheDir(), "npm")}
+	inst := &installed.Installer{CacheDir: filepath.Join(assemble.CacheDir(), "npm")}
 	return be, sandbox.Spec{Image: agentsImage, Layer: inst.Layer(def)}
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/internal/poll"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
@@ -26,7 +27,7 @@ func kubernetesRun(t *testing.T, dir string, tasks int, command, runKeys string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := kubernetesBackend(context.Background(), c)
+	b, err := assemble.Kubernetes(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

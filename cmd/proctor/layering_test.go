@@ -18,10 +18,12 @@ var hostRank = map[string]int{
 	"host/plugin/wasm": 0, "host/plugin/oci": 0, "host/plugin/bundled": 0, "host/serve/atropos": 0, "host/term": 0,
 	"host/plugin": 1, "host/rundir": 1,
 	"host/rundir/report": 2, "host/rundir/export": 2,
-	"host/scheduler": 3,
-	"host/env":       4,
-	"host/run":       5,
-	"host/serve":     6,
+	"host/scheduler": 3, "host/view": 3,
+	"host/env":      4,
+	"host/run":      5,
+	"host/serve":    6,
+	"host/assemble": 7,
+	"host/doctor":   8, "host/plugincheck": 8,
 }
 
 // never lists, per package (and its subpackages), module packages it must
@@ -38,6 +40,10 @@ var never = []struct {
 		"the run library is handed its parts; only cmd/proctor wires concrete ones"},
 	{"host/rundir", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config", "agent", "agent/hermes", "sandbox"},
 		"the run directory is read by tools that run nothing (the trajectory types are in package trajectory)"},
+	{"host/rundir/export", []string{"host/assemble"}, "proctor export reads a run directory and runs nothing"},
+	{"host/view", []string{"host/scheduler", "host/env", "host/run", "host/plugin", "host/config", "host/assemble", "agent", "sandbox"},
+		"the viewer reads a run directory and runs nothing"},
+	{"host", []string{"cmd"}, "the libraries know nothing of the command line"},
 	{"sandbox", []string{"host", "agent"}, "sandboxes know nothing of runs or agents"},
 	{"agent", []string{"host", "sandbox/docker", "sandbox/local", "sandbox/kubernetes"}, "the agent sees sandboxes only through its Shell interface"},
 }

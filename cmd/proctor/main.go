@@ -1,10 +1,12 @@
 // Command proctor runs LLM agents on sandboxed tasks and scores them.
 //
-// It is the only package that imports everything: it parses the command
-// line (kong), loads the run configuration, builds the parts of a run (the
-// sandbox backend, the environment and reward plugins, the agent) and hands
-// them to the run library, host/run, and prints what it reports. Errors map
-// to the documented exit codes in one place, exitCode.
+// It keeps the flags, the exit codes and the printing: it parses the
+// command line (kong), has host/assemble build the parts of a run from its
+// configuration (the sandbox backend, the environment and reward plugins,
+// the agent), hands them to the run library, host/run, and prints what it
+// reports. The other commands call their libraries the same way
+// (host/plugincheck, host/doctor, host/view, host/rundir/export). Errors
+// map to the documented exit codes in one place, exitCode.
 package main
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/term"
 	"github.com/proctor-dev/proctor/sdk"
@@ -73,6 +76,9 @@ func stamp(link, linkRev string, bi *debug.BuildInfo) (version, revision string)
 	}
 	return version, revision
 }
+
+// host is proctor as the run's plugins see it.
+func host() assemble.Host { return assemble.Host{Version: version} }
 
 // fullVersion is the version with the revision when the version does not
 // already name it, as the run manifest records it.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/fault"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/sdk/python"
@@ -39,7 +40,7 @@ func (b buildCmd) Run(g *globals) error {
 	if out == "" {
 		out = strings.TrimSuffix(strings.TrimRight(b.Source, string(filepath.Separator)), ".py") + ".wasm"
 	}
-	wr, err := inspectRuntime(g.ctx)
+	wr, err := assemble.InspectRuntime(g.ctx)
 	if err != nil {
 		return err
 	}

@@ -2,25 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/proctor-dev/proctor/agent/openai"
 	"github.com/proctor-dev/proctor/agent/openai/openaitest"
-	"github.com/proctor-dev/proctor/host/config"
 	"github.com/proctor-dev/proctor/host/plugin/wasm/wasmtest"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/rundir/report"
 	"github.com/proctor-dev/proctor/sandbox/sandboxtest"
-	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
 // TestStackedRewards stacks three reward plugins on a real tb2 run: a
@@ -142,40 +135,6 @@ func checkStackedScores(t *testing.T, recs []rundir.Record) {
 		if want := 1 + 0.5*0.8 + 0.25*1; rec.Reward != want {
 			t.Errorf("combined reward %v, want %v", rec.Reward, want)
 		}
-	}
-}
-
-// TestJudgeSharesRunLimiter: a judge's request holds the run's limiter,
-// the one the agent's requests go through, so [model]
-// max_concurrent_requests bounds both together.
-func TestJudgeSharesRunLimiter(t *testing.T) {
-	arrived, release := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, openaitest.Reply("SCORE: 5"))
-	}))
-	defer srv.Close()
-	c := &config.Config{}
-	c.Model.Name, c.Model.BaseURL, c.Model.MaxConcurrent = "judge-model", srv.URL+"/v1", 2
-	lim := openai.NewLimiter(c.Model.MaxConcurrent)
-	complete, err := judgeModel(c, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := complete(context.Background(), abi.ModelRequest{Messages: []abi.ChatMessage{{Role: "user", Content: "grade"}}})
-		done <- err
-	}()
-	<-arrived
-	if n := lim.InFlight(); n != 1 {
-		t.Errorf("the run's limiter holds %d requests while the judge's is in flight, want 1", n)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/proctor-dev/proctor/host/assemble"
 	"github.com/proctor-dev/proctor/host/config"
-	"github.com/proctor-dev/proctor/host/env"
 	"github.com/proctor-dev/proctor/host/fault"
 	hostrun "github.com/proctor-dev/proctor/host/run" // main has its own run
 	"github.com/proctor-dev/proctor/host/rundir"
@@ -34,7 +34,7 @@ func (s serveCmd) Run(g *globals) error {
 		}
 		sets = append(sets, "serve.api="+s.API)
 	}
-	c, err := loadConfig(s.Config, sets)
+	c, err := assemble.LoadConfig(s.Config, sets)
 	if err != nil {
 		return err
 	}
@@ -44,12 +44,7 @@ func (s serveCmd) Run(g *globals) error {
 		opts.EvalParts = &evalParts
 	}
 	wired := func(p hostrun.Parts) {
-		evalParts = p
-		if e, ok := p.Env.(*env.Plugin); ok {
-			ev := *e
-			ev.Config = c.EvalConfig()
-			evalParts.Env = &ev
-		}
+		evalParts = assemble.EvalParts(p, c)
 	}
 	// No rollout-by-rollout display: serving has no total to count
 	// down, and says where it stands itself every run.progress_interval.

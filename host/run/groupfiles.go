@@ -154,8 +154,8 @@ func openAt(name string, n int64) (*os.File, error) {
 	return f, nil
 }
 
-// Write builds the task's group from its records and transcripts,
-// appends it (to groups.jsonl with exact tokens, else to
+// Write builds the task's group from its records and transcripts, has
+// export.Writer append it (to groups.jsonl with exact tokens, else to
 // groups.messages.jsonl) and its SFT lines, syncs, then records the index
 // entry.
 func (w *GroupFiles) Write(taskID string, recs []rundir.Record) error {
@@ -163,29 +163,14 @@ func (w *GroupFiles) Write(taskID string, recs []rundir.Record) error {
 	if err != nil {
 		return err
 	}
-	group, info, err := export.Group(recs, trajs, w.filter)
+	routed, err := export.Writer{Filter: w.filter, Groups: appendTo[export.ScoredDataGroup](w.groups),
+		Messages: appendTo[export.MessagesGroup](w.messages), SFT: appendTo[export.SFTRecord](w.sft)}.Write(recs, trajs)
 	if err != nil {
 		return err
 	}
-	e := indexEntry{TaskID: taskID, Rollouts: len(recs), GroupSize: w.size, Skipped: info.Skipped,
+	info := routed.Group
+	e := indexEntry{TaskID: taskID, Rollouts: len(recs), GroupSize: w.size, Skipped: info.Skipped, SFTLines: routed.SFTLines,
 		Kept: info.Kept, Dropped: info.Dropped, Tokens: info.Tokens, NoTokens: info.NoTokens, NoTokensClass: info.NoTokensClass}
-	switch {
-	case info.Kept && info.Tokens:
-		err = appendJSON(w.groups, group)
-	case info.Kept:
-		err = appendJSON(w.messages, group.MessagesOnly())
-	}
-	if err != nil {
-		return err
-	}
-	for i, r := range recs {
-		if line, ok := export.SFT(r, trajs[i], w.filter); ok {
-			if err := appendJSON(w.sft, line); err != nil {
-				return err
-			}
-			e.SFTLines++
-		}
-	}
 	if err := w.commit(&e); err != nil {
 		return err
 	}
@@ -215,6 +200,11 @@ func (w *GroupFiles) commit(e *indexEntry) error {
 		return err
 	}
 	return w.index.Sync()
+}
+
+// appendTo appends each value to f as a line of JSON.
+func appendTo[T any](f *os.File) func(T) error {
+	return func(v T) error { return appendJSON(f, v) }
 }
 
 func appendJSON(f *os.File, v any) error {

@@ -9,7 +9,7 @@
 //
 // The scheduler owns the small interfaces it consumes (Environment,
 // Rollout, Agent, Scorer); host/env adapts wasm plugins to them and
-// cmd/proctor wires the sandbox backend and the agent in.
+// host/assemble wires the sandbox backend and the agent in.
 package scheduler
 
 import (

@@ -10,6 +10,10 @@
 // the ids are missing or do not line up across turns, the group is not a
 // ScoredDataGroup but a MessagesGroup, written to its own file
 // (MessagesPath), and the reason is returned.
+//
+// Writer routes a task's group and SFT lines to their destinations, for
+// proctor process as each group is decided and for proctor export; Files
+// is proctor export's writing of a whole run.
 package export
 
 import (

@@ -1,4 +1,11 @@
-package main
+// Package assemble builds the parts of a run from its config: the plugin
+// loader and runtime on proctor's cache folders, the environment plugin
+// with its dataset reader and repository cache, the stacked reward
+// plugins, the agent with its adapters and models, and the sandbox
+// backend. eval, process, serve and plugin test all build runs here, so a
+// run is the same whichever command starts it; cmd/proctor keeps the
+// flags and the printing.
+package assemble
 
 import (
 	"context"
@@ -18,7 +25,7 @@ import (
 	"github.com/proctor-dev/proctor/host/plugin"
 	"github.com/proctor-dev/proctor/host/plugin/wasm"
 	"github.com/proctor-dev/proctor/host/repocache"
-	hostrun "github.com/proctor-dev/proctor/host/run" // main has its own run
+	hostrun "github.com/proctor-dev/proctor/host/run"
 	"github.com/proctor-dev/proctor/host/rundir"
 	"github.com/proctor-dev/proctor/host/scheduler"
 	"github.com/proctor-dev/proctor/sandbox"
@@ -27,8 +34,15 @@ import (
 	"github.com/proctor-dev/proctor/sdk/abi"
 )
 
-// loadConfig maps config mistakes to usage errors with their hint.
-func loadConfig(path string, sets []string) (*config.Config, error) {
+// Host is what the plugins of a run are told of the proctor that runs
+// them (abi.HostInfo).
+type Host struct {
+	Version string // proctor's version
+}
+
+// LoadConfig loads the run config at path with the --set overrides, and
+// maps config mistakes to usage errors with their hint.
+func LoadConfig(path string, sets []string) (*config.Config, error) {
 	c, err := config.Load(path, sets)
 	if err != nil {
 		var ce *config.Error
@@ -40,7 +54,9 @@ func loadConfig(path string, sets []string) (*config.Config, error) {
 	return c, nil
 }
 
-func cacheDir() string {
+// CacheDir is proctor's cache folder: $PROCTOR_CACHE_DIR, or proctor in
+// the user's cache folder.
+func CacheDir() string {
 	if d := os.Getenv("PROCTOR_CACHE_DIR"); d != "" {
 		return d
 	}
@@ -51,15 +67,17 @@ func cacheDir() string {
 	return filepath.Join(d, "proctor")
 }
 
-// plugins finds plugins for a config in baseDir (its folder; "" for
+// Plugins finds plugins for a config in baseDir (its folder; "" for
 // references from the command line).
-func plugins(baseDir string) plugin.Loader {
-	return plugin.Loader{BaseDir: baseDir, OCICache: filepath.Join(cacheDir(), "oci")}
+func Plugins(baseDir string) plugin.Loader {
+	return plugin.Loader{BaseDir: baseDir, OCICache: filepath.Join(CacheDir(), "oci")}
 }
 
-func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
+// Runtime is the plugin runtime of c's [env] limits, which the reward
+// plugins share.
+func Runtime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
 	rt, err := wasm.NewRuntime(ctx, wasm.Config{
-		CacheDir:       filepath.Join(cacheDir(), "wasm"),
+		CacheDir:       filepath.Join(CacheDir(), "wasm"),
 		MemoryLimitMiB: c.Env.MemoryMB,
 		HookTimeout:    c.Env.HookTimeout.Duration,
 		// Reward plugins share the runtime and the limit.
@@ -71,28 +89,29 @@ func newRuntime(ctx context.Context, c *config.Config) (*wasm.Runtime, error) {
 	return rt, nil
 }
 
-// environment loads the config's plugin and wraps it for the runner.
-func environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Loaded, *wasm.Runtime, error) {
-	rt, err := newRuntime(ctx, c)
+// Environment loads the config's plugin and wraps it for the runner, on
+// a runtime of its own that the caller closes.
+func (h Host) Environment(ctx context.Context, c *config.Config) (*env.Plugin, *plugin.Loaded, *wasm.Runtime, error) {
+	rt, err := Runtime(ctx, c)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p, err := plugins(c.BaseDir).Load(ctx, rt, c.Env.Plugin, c.Env.SHA256)
+	p, err := Plugins(c.BaseDir).Load(ctx, rt, c.Env.Plugin, c.Env.SHA256)
 	if err != nil {
 		rt.Close(ctx)
 		return nil, nil, nil, err
 	}
 	if err := p.Grant(c.Env.Grants); err != nil {
 		rt.Close(ctx)
-		return nil, nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in [env]: " + grantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
+		return nil, nil, nil, &fault.Usage{Err: err, Hint: "grant the capabilities in [env]: " + GrantsWith(c.Env.Grants, p.Manifest().Capabilities) + ", or check that this is the plugin you meant"}
 	}
-	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(cacheDir(), "hf")), Named: c.Named()}
+	ds := &dataset.Reader{BaseDir: c.BaseDir, Hub: dataset.NewHub(filepath.Join(CacheDir(), "hf")), Named: c.Named()}
 	e := &env.Plugin{
 		Wasm:    p.Plugin,
 		Config:  c.PluginConfig(),
 		Dataset: namedDatasets(ds, c.Env.Plugin),
-		Repos:   repocache.New(filepath.Join(cacheDir(), "repos")),
-		Info:    abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend},
+		Repos:   repocache.New(filepath.Join(CacheDir(), "repos")),
+		Info:    abi.HostInfo{ProctorVersion: h.Version, Backend: c.Sandbox.Backend},
 		Network: c.Sandbox.Network,
 		Log:     slog.Default(),
 	}
@@ -117,15 +136,15 @@ func namedDatasets(ds *dataset.Reader, plugin string) func(context.Context, abi.
 	}
 }
 
-// wire builds the parts of a run of c: the sandbox backend, the
+// Parts builds the parts of a run of c: the sandbox backend, the
 // environment plugin, the stacked reward plugins and the agent. done
 // closes the plugin runtime.
-func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func(), err error) {
-	be, prune, err := backend(ctx, c)
+func (h Host) Parts(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func(), err error) {
+	be, prune, err := Backend(ctx, c)
 	if err != nil {
 		return parts, nil, err
 	}
-	e, p, rt, err := environment(ctx, c)
+	e, p, rt, err := h.Environment(ctx, c)
 	if err != nil {
 		return parts, nil, err
 	}
@@ -137,7 +156,7 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 	// One limiter for the run: [model] max_concurrent_requests counts the
 	// agent's requests and the judges' together.
 	lim := openai.NewLimiter(c.Model.MaxConcurrent)
-	scorers, infos, err := rewards(ctx, c, rt, lim)
+	scorers, infos, err := h.rewards(ctx, c, rt, lim)
 	if err != nil {
 		done()
 		return parts, nil, err
@@ -152,22 +171,22 @@ func wire(ctx context.Context, c *config.Config) (parts hostrun.Parts, done func
 		done()
 		return parts, nil, err
 	}
-	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: pluginInfo(p.Manifest().Name, p), ScoringKeys: p.Manifest().ScoringKeys,
+	return hostrun.Parts{Backend: be, Prune: prune, Env: e, EnvInfo: PluginInfo(p.Manifest().Name, p), ScoringKeys: p.Manifest().ScoringKeys,
 		Rewards: scorers, RewardInfos: infos, Agent: ag}, done, nil
 }
 
-// pluginInfo is what the manifest records of a plugin that runs under name.
-func pluginInfo(name string, p *plugin.Loaded) rundir.PluginInfo {
+// PluginInfo is what the manifest records of a plugin that runs under name.
+func PluginInfo(name string, p *plugin.Loaded) rundir.PluginInfo {
 	return rundir.PluginInfo{Name: name, Version: p.Manifest().Version, SHA256: p.SHA256(), Source: p.Source, Digest: p.Digest}
 }
 
-// backend makes the sandbox backend and checks that it answers.
-func backend(ctx context.Context, c *config.Config) (sandbox.Backend, func(ctx context.Context, runID string) (int, error), error) {
+// Backend makes the sandbox backend c names and checks that it answers.
+func Backend(ctx context.Context, c *config.Config) (sandbox.Backend, hostrun.Pruner, error) {
 	switch c.Sandbox.Backend {
 	case "local":
 		return local.Backend{}, local.Backend{}.Prune, nil
 	case "kubernetes":
-		b, err := kubernetesBackend(ctx, c)
+		b, err := Kubernetes(ctx, c)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -258,4 +277,23 @@ func loopAgent(model func(in scheduler.AgentInput) agent.Model, tools *agent.Too
 // transcript is what transcripts/<id>.json holds.
 func transcript(in scheduler.AgentInput, tr agent.Trajectory) agent.Transcript {
 	return agent.Transcript{RolloutID: in.RolloutID, TaskID: in.Task.ID, Seed: in.Seed, Prompt: in.Prompt, System: in.System, Trajectory: &tr}
+}
+
+// InspectRuntime is the plugin runtime of commands that load a plugin
+// without a run config: inspect, push, build.
+func InspectRuntime(ctx context.Context) (*wasm.Runtime, error) {
+	c := &config.Config{}
+	c.Env.MemoryMB, c.Env.HookTimeout.Duration = 256, time.Minute
+	return Runtime(ctx, c)
+}
+
+// EvalParts is parts for the evaluations of [serve] steps_per_eval: the
+// same plugin with [serve.eval] config in place of [env.config].
+func EvalParts(parts hostrun.Parts, c *config.Config) hostrun.Parts {
+	if e, ok := parts.Env.(*env.Plugin); ok {
+		ev := *e
+		ev.Config = c.EvalConfig()
+		parts.Env = &ev
+	}
+	return parts
 }

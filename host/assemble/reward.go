@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"context"
@@ -22,13 +22,13 @@ import (
 // rewards loads the config's [[reward]] plugins into scorers, on the run's
 // plugin runtime, and describes them for the manifest. Judges' requests go
 // through lim, the run's limiter, with the agent's.
-func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]scheduler.Scorer, []rundir.PluginInfo, error) {
+func (h Host) rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *openai.Limiter) ([]scheduler.Scorer, []rundir.PluginInfo, error) {
 	var scorers []scheduler.Scorer
 	var infos []rundir.PluginInfo
 	names := map[string]bool{}
 	for i, rw := range c.Reward {
 		key := fmt.Sprintf("[[reward]] %d (%s)", i+1, rw.Plugin)
-		p, err := plugins(c.BaseDir).Load(ctx, rt, rw.Plugin, rw.SHA256)
+		p, err := Plugins(c.BaseDir).Load(ctx, rt, rw.Plugin, rw.SHA256)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", key, err)
 		}
@@ -44,12 +44,12 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: plugin %s has no %s hook", key, m.Name, abi.HookReward), Hint: "a [[reward]] plugin implements reward.score (sdk.RegisterReward)"}
 		}
 		if err := p.Grant(rw.Grants); err != nil {
-			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: %w", key, err), Hint: "grant the capabilities in that [[reward]] table: " + grantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
+			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: %w", key, err), Hint: "grant the capabilities in that [[reward]] table: " + GrantsWith(rw.Grants, m.Capabilities) + ", or check that this is the plugin you meant"}
 		}
 		sp := &env.Reward{Name: rw.Name, Weight: *rw.Weight, Wasm: p.Plugin, Config: c.RewardConfig(i),
-			Info: abi.HostInfo{ProctorVersion: version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
+			Info: abi.HostInfo{ProctorVersion: h.Version, Backend: c.Sandbox.Backend}, Log: slog.Default()}
 		if slices.Contains(rw.Grants, abi.OpModelComplete) {
-			complete, err := judgeModel(c, lim)
+			complete, err := JudgeModel(c, lim)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", key, err)
 			}
@@ -59,14 +59,14 @@ func rewards(ctx context.Context, c *config.Config, rt *wasm.Runtime, lim *opena
 			return nil, nil, &fault.Usage{Err: fmt.Errorf("%s: config: %w", key, err), Hint: "fix the config of that [[reward]] table; proctor plugin inspect shows the plugin's config schema"}
 		}
 		scorers = append(scorers, sp)
-		infos = append(infos, pluginInfo(rw.Name, p))
+		infos = append(infos, PluginInfo(rw.Name, p))
 	}
 	return scorers, infos, nil
 }
 
-// grantsWith is the grants line that adds the declared capabilities to
+// GrantsWith is the grants line that adds the declared capabilities to
 // those granted, as the config would say it.
-func grantsWith(granted, declared []string) string {
+func GrantsWith(granted, declared []string) string {
 	all := slices.Clone(granted)
 	for _, d := range declared {
 		if !slices.Contains(all, d) {
@@ -80,9 +80,9 @@ func grantsWith(granted, declared []string) string {
 	return "grants = [" + strings.Join(q, ", ") + "]"
 }
 
-// judgeModel serves model.complete with the run's [model]: its endpoint,
+// JudgeModel serves model.complete with the run's [model]: its endpoint,
 // key, limiter and retries, one retry budget per call.
-func judgeModel(c *config.Config, lim *openai.Limiter) (func(context.Context, abi.ModelRequest) (abi.ModelResponse, error), error) {
+func JudgeModel(c *config.Config, lim *openai.Limiter) (func(context.Context, abi.ModelRequest) (abi.ModelResponse, error), error) {
 	if c.Model.Name == "" || c.Model.BaseURL == "" {
 		return nil, &fault.Usage{Err: errors.New("model.complete is granted but [model] has no name or base_url"), Hint: "set [model] name and base_url: judges use the run's model client"}
 	}

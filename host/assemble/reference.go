@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"context"
@@ -140,14 +140,4 @@ func tmuxBind(c *config.Config) []docker.Option {
 		return nil
 	}
 	return []docker.Option{docker.WithReadOnlyDir(dir, tmuxDir)}
-}
-
-// tmuxCheck is proctor doctor's word on the static tmux, for a Terminus-2
-// config.
-func tmuxCheck() check {
-	dir, err := tmuxbin.Find()
-	if err != nil {
-		return check{name: "static tmux (terminus-2)", info: "not built: tasks whose image has no tmux fail", hint: "build it once with `make tmux`"}
-	}
-	return check{name: "static tmux (terminus-2)", ok: true, info: dir}
 }

@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func installedAgent(c *config.Config, be sandbox.Backend, lim *openai.Limiter) (
 	if err != nil {
 		return nil, nil, err
 	}
-	inst := &installed.Installer{CacheDir: filepath.Join(cacheDir(), "npm")}
+	inst := &installed.Installer{CacheDir: filepath.Join(CacheDir(), "npm")}
 	r := &installed.Runner{Def: def, API: c.Model.API, Model: c.Model.Name, MaxLogBytes: c.Agent.MaxLogMB << 20, TempDir: os.TempDir(),
 		Limits: gateway.Limits{MaxCalls: c.Agent.MaxTurns, MaxTokens: c.Agent.TokenLimit, MaxCostUSD: c.Agent.CostLimitUSD, Cost: hostrun.Cost(c.Model.Prices)}}
 	run := agentFunc(func(ctx context.Context, in scheduler.AgentInput) (scheduler.AgentOutput, error) {
