@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,8 +63,14 @@ func TestLinksStayInTheGrant(t *testing.T) {
 	os.Symlink(filepath.Join(outside, "secret.jsonl"), filepath.Join(tasks, "t1", "task.toml"))
 	os.Symlink(outside, filepath.Join(tasks, "t2"))
 	rows, errs = readAll(t, &Reader{BaseDir: dir, Named: []string{"tasks"}}, "tasks")
-	if len(rows) != 1 || len(errs) != 0 || bytes.Contains(rows[0], []byte("t2")) {
-		t.Fatalf("task folders: %d rows %v", len(rows), errs)
+	// The row's name, not a search of its bytes: its base64 tar holds
+	// "t2" now and then.
+	var task struct{ Name string }
+	if len(rows) == 1 {
+		json.Unmarshal(rows[0], &task)
+	}
+	if len(rows) != 1 || len(errs) != 0 || task.Name != "t1" {
+		t.Fatalf("task folders: %d rows %s %v", len(rows), rows, errs)
 	}
 }
 
