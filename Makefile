@@ -11,7 +11,7 @@ SDK       := sdk
 BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 5 -timeout 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build plugins warden tmux tmux-background test-setup test-compile test-tools-after-engine test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
+.PHONY: help build plugins warden tmux tmux-background test-setup test-compile test test-race bench bench-scale bench-e2e lint demo clean engine base-image fixture-images test-tools python-runtime python-runtime-background test-python k8s-build k8s-up k8s-down agents test-agents
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,7 +67,9 @@ fixture-images: base-image ## build the test fixtures' images (offline, from the
 	@docker image inspect proctor-swesmith-textkit:1 >/dev/null 2>&1 || docker build -q -t proctor-swesmith-textkit:1 testdata/swesmith/textkit >/dev/null
 	@bash scripts/go-fixture-image.sh
 
-test-tools: ## install the registry and browser the tests drive (Debian packages) when missing
+# After the engine: its install takes the apt lock first, since the images
+# wait for it and nothing waits for the browser.
+test-tools: engine ## install the registry and browser the tests drive (Debian packages) when missing
 	@bash scripts/test-tools.sh
 
 k8s-build: ## build the local Kubernetes cluster's binaries into the cache, once per version
@@ -90,15 +92,11 @@ test-agents: agents plugins warden ## the real-CLI tests of installed agents (Cl
 # the plugins and the warden, and every package and test package compiled
 # into the Go build cache (go list -export: compiled, not linked). On a
 # fresh machine the downloads and the compiling then overlap, and go test
-# starts with only the test binaries left to link. The Python runtime and tmux go on building in the
-# background; the tests that need them wait for their builds' locks.
+# starts with only the test binaries left to link. The Python runtime and
+# tmux go on building in the background; the tests that need them wait for
+# their builds' locks.
 test-setup: ## prepare everything the tests need, in parallel
-	@$(MAKE) --no-print-directory -j4 fixture-images test-tools-after-engine python-runtime-background tmux-background test-compile
-
-# The images wait for the engine's packages, the tests' browser does not:
-# the engine's install takes the apt lock first.
-test-tools-after-engine: engine
-	@bash scripts/test-tools.sh
+	@$(MAKE) --no-print-directory -j4 fixture-images test-tools python-runtime-background tmux-background test-compile
 
 # A package that does not compile is go test's to report, with its tests.
 test-compile: plugins warden
