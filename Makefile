@@ -30,12 +30,14 @@ tmux: ## build the static tmux Terminus-2 brings into images without one, from D
 	@bash agent/terminus/tmuxbin/build.sh
 
 # The tests that need the runtime wait for a build under way (its lock), so
-# the suite starts at once and the runtime builds beside it.
+# the suite starts at once and the runtime builds beside it. The background
+# builds run niced: they yield the cores to the packages' compiling, which
+# every test waits for, where only some tests wait for them.
 python-runtime-background: ## start building the Python runtime, if it is not built, and return
-	@bash sdk/python/runtime/build.sh --background
+	@nice -n 10 bash sdk/python/runtime/build.sh --background
 
 tmux-background: ## start building the static tmux, if it is not built, and return (its users wait for it)
-	@bash agent/terminus/tmuxbin/build.sh --background
+	@nice -n 10 bash agent/terminus/tmuxbin/build.sh --background
 
 test-python: ## run the Python SDK's and the Python plugins' native tests with this machine's python3
 	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -t sdk/python/tests
@@ -96,7 +98,8 @@ test-agents: agents plugins warden ## the real-CLI tests of installed agents (Cl
 # tmux go on building in the background; the tests that need them wait for
 # their builds' locks.
 test-setup: ## prepare everything the tests need, in parallel
-	@$(MAKE) --no-print-directory -j4 fixture-images test-tools python-runtime-background tmux-background test-compile
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j4 fixture-images test-tools python-runtime-background tmux-background test-compile && \
+	  echo "test-setup: ready in $$(( $$(date +%s) - start )) s"
 
 # A package that does not compile is go test's to report, with its tests.
 test-compile: plugins warden
