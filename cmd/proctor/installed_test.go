@@ -227,6 +227,18 @@ func TestInstalledAgents(t *testing.T) {
 			checkProbe(t, tr, c.tool)
 			checkNoKey(t, dir)
 			checkLogs(t, dir, rec)
+			if c.name == "opencode" {
+				// Its undo snapshots (a git add of the working folder,
+				// here /, each step) are off: they took most of the
+				// rollout and change nothing the model is sent.
+				log, ok := agentLogs(t, dir, rec)["files/root/.local/share/opencode/log/opencode.log"]
+				if !ok {
+					t.Error("the agent logs lack opencode.log")
+				}
+				if n := strings.Count(string(log), "message=tracking"); n != 0 {
+					t.Errorf("OpenCode took %d snapshots of its working folder", n)
+				}
+			}
 			if got := srv.Requests()[0].Auth; got != "Bearer sk-proctor-test-secret" {
 				t.Errorf("the endpoint got auth %q", got)
 			}
@@ -282,9 +294,8 @@ func checkNoKey(t *testing.T, dir string) {
 	})
 }
 
-// checkLogs: the agent's logs hold the gateway's exchanges, the CLI's
-// output and some of its own files.
-func checkLogs(t *testing.T, dir string, rec map[string]any) {
+// agentLogs is the rollout's agent logs: each file's name and bytes.
+func agentLogs(t *testing.T, dir string, rec map[string]any) map[string][]byte {
 	t.Helper()
 	name, _ := rec["agent_logs"].(string)
 	f, err := os.Open(filepath.Join(dir, name))
@@ -292,24 +303,35 @@ func checkLogs(t *testing.T, dir string, rec map[string]any) {
 		t.Fatalf("agent logs: %v", err)
 	}
 	defer f.Close()
-	names := map[string]int64{}
+	files := map[string][]byte{}
 	tr := tar.NewReader(f)
-	files := 0
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return files
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		names[h.Name] = h.Size
-		if strings.HasPrefix(h.Name, "files/") {
+		if files[h.Name], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkLogs: the agent's logs hold the gateway's exchanges, the CLI's
+// output and some of its own files.
+func checkLogs(t *testing.T, dir string, rec map[string]any) {
+	t.Helper()
+	logs := agentLogs(t, dir, rec)
+	files := 0
+	for name := range logs {
+		if strings.HasPrefix(name, "files/") {
 			files++
 		}
 	}
-	if names["gateway.jsonl"] == 0 || files == 0 {
-		t.Errorf("agent logs: %v", names)
+	if len(logs["gateway.jsonl"]) == 0 || files == 0 {
+		t.Errorf("agent logs: %d files, gateway.jsonl %d bytes", len(logs), len(logs["gateway.jsonl"]))
 	}
 }
 
