@@ -225,3 +225,34 @@ func TestProgressSaysWhy(t *testing.T) {
 	<-done
 	tw.Wait()
 }
+
+// TestDrainSendsWhenTheAPIIsBack: serve stopped while the rollout API is
+// away sends the groups that finish once the API answers again, within
+// drain_timeout: the loop that read the status has stopped, so the drain
+// reads it (it waited out drain_timeout, 5 minutes by default, before).
+func TestDrainSendsWhenTheAPIIsBack(t *testing.T) {
+	h := newHarness(t, 2, "drain_timeout = \"1m\"\non_interrupt = \"finish\"\n")
+	h.agent.hold = make(chan struct{})
+	trainerCtx, stopTrainer := context.WithCancel(context.Background())
+	defer stopTrainer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := h.background(ctx)
+	tw := h.trainer(trainerCtx, batchOf4, 10*time.Millisecond)
+	waitFor(t, "rollouts to start", func() bool { return h.agent.started.Load() > 0 })
+	h.api.Down()
+	waitFor(t, "serve to find the API away", func() bool { _, ok := h.running().sess.current(); return !ok })
+	cancel()
+	close(h.agent.hold)
+	if err := h.api.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h.said("still unsent") || len(h.taken()) == 0 {
+		t.Errorf("groups sent: %v; notes: %v", h.taken(), h.notes)
+	}
+	stopTrainer()
+	tw.Wait()
+}

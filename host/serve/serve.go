@@ -373,6 +373,27 @@ func (s *Serve) loop(ctx, gen context.Context) (string, error) {
 	}
 }
 
+// checkWhileDraining reads the status, while the sender drains, whenever
+// the API was last found away: the loop that read it has stopped, and the
+// sender waits for the API to answer before it sends, so without this it
+// would wait out drain_timeout for an API that is back.
+func (s *Serve) checkWhileDraining() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, ok := s.sess.current(); !ok {
+				s.check(ctx)
+			}
+			if !sleep(ctx, s.opts.Poll) {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // failed is the first error that ends serving, if any.
 func (s *Serve) failed() error {
 	s.mu.Lock()
@@ -445,7 +466,9 @@ func (s *Serve) stop(ctx context.Context, why string, err error, stopGen, stopEv
 		s.notify("", "stopping: %s", why)
 	}
 	s.eval.wait()
+	stopChecking := s.checkWhileDraining()
 	s.send.drain(s.cfg.Serve.DrainTimeout.Duration)
+	stopChecking()
 	if e := s.send.err(); err == nil && e != nil {
 		err = e
 	}
