@@ -107,12 +107,14 @@ test-setup: ## prepare everything the tests need, in parallel
 # the standard library and the modules, most of the work, are in the cache
 # by the time those builds end; the second pass compiles what embeds them,
 # and what imports that, again.
+COMPILE   := $(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
+
 test-compile: test-compile-early plugins warden
-	@$(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
-	@cd $(SDK) && $(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
+	@$(COMPILE)
+	@cd $(SDK) && $(COMPILE)
 
 test-compile-early:
-	@$(GO) list -export -test -deps ./... >/dev/null 2>&1 || true
+	@$(COMPILE)
 
 test: test-setup ## run the tests (starts what they need first)
 	$(GO) test $(TESTFLAGS) ./...
